@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * dev: a packet entering or leaving a device, to follow it across veth
+ * pairs, bridges and namespaces. Preferred: the BTF tracepoints (typed
+ * arguments). Fallback: the classic tracepoints, whose records carry the
+ * skb address only.
+ */
+#include "common.h"
+
+static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev, __u8 kind)
+{
+	struct nt_event e;
+
+	nt_init(&e, NT_POINT_DEV, kind, (__u64)skb);
+	/* On receive the tracepoint fires before the stack sets the network
+	 * header; skb->data already points at it. */
+	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, &e, NULL))
+		return;
+	nt_submit(&e);
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(dev_rx, struct sk_buff *skb)
+{
+	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_RX);
+	return 0;
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(dev_tx, struct sk_buff *skb, struct net_device *dev)
+{
+	dev_seen(skb, dev, NT_KIND_DEV_TX);
+	return 0;
+}
+
+SEC("tracepoint/net/netif_receive_skb")
+int dev_rx_tp(struct trace_event_raw_net_dev_template *ctx)
+{
+	struct sk_buff *skb = (struct sk_buff *)ctx->skbaddr;
+
+	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_RX);
+	return 0;
+}
+
+SEC("tracepoint/net/net_dev_start_xmit")
+int dev_tx_tp(struct trace_event_raw_net_dev_start_xmit *ctx)
+{
+	struct sk_buff *skb = (struct sk_buff *)ctx->skbaddr;
+
+	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_TX);
+	return 0;
+}

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Helpers shared by every observation point: the maps all objects share
+ * (the Go loader creates them once and hands them to each object), packet
+ * parsing, conntrack reading, the in-kernel filter and event submission.
+ */
+#ifndef NETTRACE_COMMON_H
+#define NETTRACE_COMMON_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+#include "nettrace.h"
+
+#define ETH_P_IP 0x0800
+#define ETH_HLEN 14
+#define IPPROTO_ICMP 1
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define NF_ACCEPT 1
+#define NT_HOOKS 5
+#define NT_NO_HEADER 0xffff
+#define IP_OFFSET_MASK 0x1fff
+#define VXLAN_HLEN 8
+#define UDP_HLEN 8
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the loader before load; the verifier sees them as constants, so an
+ * empty filter costs one branch. */
+volatile const __u32 filter_len = 0;
+volatile const struct nt_filter_insn filter_prog[NT_FILTER_MAX] = {};
+volatile const __u32 netns_filter = 0; /* 1: only namespaces in watched_netns */
+volatile const __u16 vxlan_port_a = 4789;
+volatile const __u16 vxlan_port_b = 8472;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 23);
+} events SEC(".maps");
+
+/* Records that did not fit in the ring buffer, per point. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NT_POINT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Packets (by skb address) and conntrack entries that matched the filter
+ * once: they are followed after NAT or encapsulation changes their tuple. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} tracked_skb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} tracked_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched_netns SEC(".maps");
+
+/* The packet between the two halves of a NAT observation on this CPU, per
+ * netfilter hook: "before" fills it, "after" completes it. Per hook because
+ * a softirq may run PREROUTING in the middle of a process's OUTPUT. The
+ * route point reads the OUTPUT slot to attribute the re-route lookup that
+ * NAT triggers between the two halves. */
+struct nat_slot {
+	__u64 skb;
+	struct nt_tuple pre;
+	__u8 active;
+	__u8 followed;
+	__u8 _pad[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NT_HOOKS);
+	__type(key, __u32);
+	__type(value, struct nat_slot);
+} nat_slots SEC(".maps");
+
+/* Slot 0 is set to 1 the first time anything is tracked, so that until then
+ * the tracked maps are not even looked up. A map, not a global: globals live
+ * in each object's own .bss, and this flag must be shared by all of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tracking SEC(".maps");
+
+static __always_inline bool nt_tracking_active(void)
+{
+	__u32 key = 0;
+	__u32 *on = bpf_map_lookup_elem(&tracking, &key);
+
+	return on && *on;
+}
+
+static __always_inline void nt_count_lost(__u8 point)
+{
+	__u32 key = point;
+	__u64 *n = bpf_map_lookup_elem(&lost, &key);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void nt_submit(struct nt_event *e)
+{
+	e->ts = bpf_ktime_get_ns();
+	e->cpu = bpf_get_smp_processor_id();
+	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
+		nt_count_lost(e->point);
+}
+
+static __always_inline bool nt_port_match(__u16 p, const volatile struct nt_filter_insn *in)
+{
+	return p >= in->port && p <= in->port_end;
+}
+
+static __always_inline bool nt_insn_match(const struct nt_tuple *t,
+					  const volatile struct nt_filter_insn *in)
+{
+	bool src, dst;
+
+	switch (in->op) {
+	case NT_OP_PROTO:
+		return t->proto == in->proto;
+	case NT_OP_HOST:
+		src = (t->saddr & in->mask) == in->addr;
+		dst = (t->daddr & in->mask) == in->addr;
+		break;
+	case NT_OP_PORT:
+		if (t->proto != IPPROTO_TCP && t->proto != IPPROTO_UDP)
+			return false;
+		src = nt_port_match(t->sport, in);
+		dst = nt_port_match(t->dport, in);
+		break;
+	default:
+		return false;
+	}
+	if (in->dir == NT_DIR_SRC)
+		return src;
+	if (in->dir == NT_DIR_DST)
+		return dst;
+	return src || dst;
+}
+
+/* Evaluates the postfix filter program on a tuple. The bit stack is a u64:
+ * push shifts left, and/or fold the two top bits, not flips the top bit. */
+static __always_inline bool nt_filter_match(const struct nt_tuple *t)
+{
+	__u64 stack = 0;
+	__u64 a, b;
+
+	if (filter_len == 0)
+		return true;
+	/* Bounded by NT_FILTER_MAX so the verifier can see the loop end. */
+	for (__u32 i = 0; i < NT_FILTER_MAX; i++) {
+		if (i >= filter_len)
+			break;
+		const volatile struct nt_filter_insn *in = &filter_prog[i];
+
+		switch (in->op) {
+		case NT_OP_AND:
+		case NT_OP_OR:
+			a = stack & 1;
+			b = (stack >> 1) & 1;
+			stack >>= 2;
+			stack = (stack << 1) | (in->op == NT_OP_AND ? (a & b) : (a | b));
+			break;
+		case NT_OP_NOT:
+			stack ^= 1;
+			break;
+		default:
+			stack = (stack << 1) | (nt_insn_match(t, in) ? 1 : 0);
+		}
+	}
+	return stack & 1;
+}
+
+static __always_inline bool nt_netns_watched(__u32 inum)
+{
+	if (!netns_filter)
+		return true;
+	return bpf_map_lookup_elem(&watched_netns, &inum) != NULL;
+}
+
+static __always_inline void nt_track(__u64 skb, __u64 ct)
+{
+	__u8 one = 1;
+
+	if (skb)
+		bpf_map_update_elem(&tracked_skb, &skb, &one, BPF_ANY);
+	if (ct)
+		bpf_map_update_elem(&tracked_ct, &ct, &one, BPF_ANY);
+	if (!nt_tracking_active()) {
+		__u32 key = 0, on = 1;
+
+		bpf_map_update_elem(&tracking, &key, &on, BPF_ANY);
+	}
+}
+
+/* Decides whether an observation is reported: the packet or its conntrack
+ * entry was followed before, or one of its tuples matches the filter. A
+ * match starts following both the packet and its conntrack entry (so the
+ * reply, whose tuple differs after NAT, is followed too). */
+static __always_inline bool nt_follow(__u64 skb, __u64 ct, const struct nt_tuple *t,
+				      const struct nt_tuple *inner)
+{
+	bool skb_known = false, ct_known = false;
+
+	if (filter_len == 0)
+		return true;
+	if (nt_tracking_active()) {
+		skb_known = skb && bpf_map_lookup_elem(&tracked_skb, &skb);
+		ct_known = ct && bpf_map_lookup_elem(&tracked_ct, &ct);
+	}
+	if (!skb_known && !ct_known) {
+		if (!(t && nt_filter_match(t)) && !(inner && nt_filter_match(inner)))
+			return false;
+	}
+	if (!skb_known || (ct && !ct_known))
+		nt_track(skb_known ? 0 : skb, ct_known ? 0 : ct);
+	return true;
+}
+
+static __always_inline void nt_untrack_skb(__u64 skb)
+{
+	if (filter_len && nt_tracking_active())
+		bpf_map_delete_elem(&tracked_skb, &skb);
+}
+
+/* Reads an IPv4 header and its ports at off from head. Returns the offset
+ * just past the transport header, or 0 when there is no IPv4 packet there. */
+static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct nt_tuple *t)
+{
+	struct iphdr ip;
+	__u8 th[14];
+	__u32 thoff;
+
+	if (bpf_probe_read_kernel(&ip, sizeof(ip), head + off))
+		return 0;
+	if (ip.version != 4 || ip.ihl < 5)
+		return 0;
+	t->saddr = ip.saddr;
+	t->daddr = ip.daddr;
+	t->proto = ip.protocol;
+	thoff = off + ip.ihl * 4;
+	/* Later fragments carry no transport header. */
+	if (bpf_ntohs(ip.frag_off) & IP_OFFSET_MASK)
+		return thoff;
+	if (bpf_probe_read_kernel(th, sizeof(th), head + thoff))
+		return thoff;
+	switch (ip.protocol) {
+	case IPPROTO_TCP:
+		t->sport = (th[0] << 8) | th[1];
+		t->dport = (th[2] << 8) | th[3];
+		t->tcp_flags = th[13];
+		return thoff + 20;
+	case IPPROTO_UDP:
+		t->sport = (th[0] << 8) | th[1];
+		t->dport = (th[2] << 8) | th[3];
+		return thoff + UDP_HLEN;
+	case IPPROTO_ICMP:
+		t->sport = (th[0] << 8) | th[1];
+		t->dport = (th[4] << 8) | th[5];
+		return thoff + 8;
+	}
+	return thoff;
+}
+
+static __always_inline bool nt_is_vxlan_port(__u16 port)
+{
+	return port == vxlan_port_a || port == vxlan_port_b;
+}
+
+/* Where the IPv4 header starts: network_header when the stack has set it,
+ * else skb->data (the receive tracepoint fires before the stack sets it,
+ * with data already past the link-layer header). */
+static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *head, bool use_data)
+{
+	__u16 nh = BPF_CORE_READ(skb, network_header);
+	unsigned char *data;
+
+	if (!use_data && nh != NT_NO_HEADER)
+		return nh;
+	data = BPF_CORE_READ(skb, data);
+	return data - head;
+}
+
+/* Fills the packet tuple and, for a vxlan packet, the inner tuple and VNI.
+ * Returns false for anything but IPv4. */
+static __always_inline bool nt_parse_skb(struct sk_buff *skb, bool use_data, struct nt_event *e,
+					 __u32 *vni)
+{
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	__u32 off, end;
+	__u8 vx[VXLAN_HLEN];
+
+	if (BPF_CORE_READ(skb, protocol) != bpf_htons(ETH_P_IP))
+		return false;
+	off = nt_l3_offset(skb, head, use_data);
+	end = nt_read_ipv4(head, off, &e->tuple);
+	if (!end)
+		return false;
+	if (e->tuple.proto != IPPROTO_UDP || !nt_is_vxlan_port(e->tuple.dport))
+		return true;
+	if (bpf_probe_read_kernel(vx, sizeof(vx), head + end))
+		return true;
+	if (nt_read_ipv4(head, end + VXLAN_HLEN + ETH_HLEN, &e->inner)) {
+		e->flags |= NT_F_INNER;
+		if (vni)
+			*vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
+	}
+	return true;
+}
+
+static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, struct nt_tuple *t)
+{
+	struct nf_conntrack_tuple ct;
+
+	if (bpf_probe_read_kernel(&ct, sizeof(ct), src))
+		return;
+	t->saddr = ct.src.u3.ip;
+	t->daddr = ct.dst.u3.ip;
+	t->proto = ct.dst.protonum;
+	if (t->proto == IPPROTO_ICMP) {
+		t->sport = (ct.dst.u.icmp.type << 8) | ct.dst.u.icmp.code;
+		t->dport = bpf_ntohs(ct.src.u.icmp.id);
+	} else {
+		t->sport = bpf_ntohs(ct.src.u.all);
+		t->dport = bpf_ntohs(ct.dst.u.all);
+	}
+}
+
+static __always_inline __u64 nt_ct_of(struct sk_buff *skb)
+{
+	return BPF_CORE_READ(skb, _nfct) & ~7UL;
+}
+
+static __always_inline void nt_fill_ct(struct sk_buff *skb, struct nt_event *e)
+{
+	unsigned long nfct = BPF_CORE_READ(skb, _nfct);
+	struct nf_conn *ct = (struct nf_conn *)(nfct & ~7UL);
+
+	if (!ct)
+		return;
+	e->flags |= NT_F_CT;
+	e->ct.id = (__u64)ct;
+	e->ct.ctinfo = nfct & 7;
+	e->ct.status = BPF_CORE_READ(ct, status);
+	if (bpf_core_field_exists(ct->mark))
+		e->ct.mark = BPF_CORE_READ(ct, mark);
+	if (bpf_core_field_exists(ct->zone))
+		e->ct.zone = BPF_CORE_READ(ct, zone.id);
+	nt_read_ct_tuple(&ct->tuplehash[0].tuple, &e->ct.orig);
+	nt_read_ct_tuple(&ct->tuplehash[1].tuple, &e->ct.reply);
+}
+
+static __always_inline __u32 nt_dev_netns(struct net_device *dev)
+{
+	return BPF_CORE_READ(dev, nd_net.net, ns.inum);
+}
+
+static __always_inline void nt_fill_dev(struct net_device *dev, struct nt_event *e)
+{
+	if (!dev)
+		return;
+	e->ifindex = BPF_CORE_READ(dev, ifindex);
+	bpf_probe_read_kernel_str(e->ifname, sizeof(e->ifname), dev->name);
+	if (!e->netns)
+		e->netns = nt_dev_netns(dev);
+}
+
+/* The device of the route attached to the skb (_skb_refdst without its
+ * noref bit). */
+static __always_inline struct net_device *nt_dst_dev(struct sk_buff *skb)
+{
+	struct dst_entry *dst = (struct dst_entry *)(BPF_CORE_READ(skb, _skb_refdst) & ~1UL);
+
+	if (!dst)
+		return NULL;
+	return BPF_CORE_READ(dst, dev);
+}
+
+static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, __u64 skb)
+{
+	__builtin_memset(e, 0, sizeof(*e));
+	e->point = point;
+	e->kind = kind;
+	e->hook = NT_HOOK_NONE;
+	e->skb = skb;
+}
+
+/* The common path of the skb-based points: parse, filter, fill, and leave
+ * the rest to the caller. Returns false when the event is not reported. */
+static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_device *dev,
+					   bool use_data, struct nt_event *e, __u32 *vni)
+{
+	__u32 netns;
+
+	if (!skb || !nt_parse_skb(skb, use_data, e, vni))
+		return false;
+	if (dev) {
+		netns = nt_dev_netns(dev);
+		if (!nt_netns_watched(netns))
+			return false;
+		e->netns = netns;
+	}
+	if (!nt_follow(e->skb, nt_ct_of(skb), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
+		return false;
+	nt_fill_ct(skb, e);
+	nt_fill_dev(dev, e);
+	return true;
+}
+
+#endif

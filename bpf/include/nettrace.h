@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The event layout shared by every nettrace BPF program and the Go decoder
+ * (bpf2go generates the Go twin of struct nt_event from this header).
+ *
+ * One fixed-size record per observation: the fixed size keeps the ring
+ * buffer record and the Go decoder branch-free; the per-point payload is a
+ * union so that a record stays under 200 bytes.
+ *
+ * Byte order: IPv4 addresses stay in network byte order (as read from the
+ * packet), ports are converted to host byte order in the kernel.
+ */
+#ifndef NETTRACE_H
+#define NETTRACE_H
+
+#define NT_IFNAMSIZ 16
+#define NT_FILTER_MAX 64
+
+/* Observation points. Values are part of the recording format: append only. */
+enum nt_point {
+	NT_POINT_NAT = 1,
+	NT_POINT_ROUTE = 2,
+	NT_POINT_VXLAN = 3,
+	NT_POINT_SYN = 4,
+	NT_POINT_DROP = 5,
+	NT_POINT_DEV = 6,
+	NT_POINT_TCP = 7,
+	NT_POINT_MAX = 8,
+};
+
+/* What an event says, within its point. Append only. */
+enum nt_kind {
+	NT_KIND_NAT = 1,          /* tuple before and after one NAT hook */
+	NT_KIND_ROUTE_LOOKUP = 2, /* FIB lookup made for a followed packet */
+	NT_KIND_ROUTE_REROUTE = 3,/* ip_route_me_harder returned */
+	NT_KIND_VXLAN_ENTER = 4,  /* inner packet handed to a vxlan device */
+	NT_KIND_VXLAN_ENCAP = 5,  /* encapsulated packet built (outer tuple, VNI) */
+	NT_KIND_SYN = 6,          /* tcp_conn_request outcome at a listener */
+	NT_KIND_DROP = 7,         /* kfree_skb with a drop reason */
+	NT_KIND_DEV_RX = 8,       /* packet received by a device */
+	NT_KIND_DEV_TX = 9,       /* packet handed to a device for transmit */
+	NT_KIND_TCP_SYNACK_RETRANS = 10,
+	NT_KIND_TCP_RST_SENT = 11,
+	NT_KIND_TCP_RST_RECV = 12,
+	NT_KIND_TCP_STATE = 13,
+};
+
+/* nt_event.flags */
+#define NT_F_INNER 0x01 /* inner holds the tuple inside a vxlan encapsulation */
+#define NT_F_CT 0x02    /* ct holds the packet's conntrack entry */
+#define NT_F_PRE 0x04   /* u.nat.pre is known (the pre-NAT half was observed) */
+
+#define NT_HOOK_NONE 0xff
+
+/* nt_syn.outcome */
+enum nt_syn_outcome {
+	NT_SYN_QUEUED = 1,             /* a request socket was created */
+	NT_SYN_DROP_ACCEPT_QUEUE = 2,  /* accept queue was full */
+	NT_SYN_DROP_SYN_QUEUE = 3,     /* SYN queue was full (or a syncookie was sent) */
+	NT_SYN_DROP_OTHER = 4,         /* PAWS, LSM, memory: no request was created */
+};
+
+struct nt_tuple {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport; /* ICMP: type << 8 | code */
+	__u16 dport; /* ICMP: echo id */
+	__u8 proto;
+	__u8 tcp_flags;
+	__u8 _pad[2];
+};
+
+struct nt_conntrack {
+	__u64 id; /* the nf_conn address: stable for the entry's lifetime */
+	__u32 status;
+	__u32 mark;
+	__u16 zone;
+	__u8 ctinfo;
+	__u8 _pad[5];
+	struct nt_tuple orig;
+	struct nt_tuple reply;
+};
+
+struct nt_nat {
+	struct nt_tuple pre;
+	__u32 out_ifindex; /* skb_dst device after the hook (re-route result) */
+	__u32 _pad;
+	char out_ifname[NT_IFNAMSIZ];
+};
+
+struct nt_route {
+	__u32 oif;
+	__u32 gateway;
+	__u32 saddr;
+	__s32 err;
+	__u32 table;
+	__u32 _pad;
+	char oifname[NT_IFNAMSIZ];
+};
+
+struct nt_vxlan {
+	__u32 vni;
+	__u32 remote; /* remote VTEP */
+	__u32 local;
+	__u16 port;
+	__u16 _pad;
+};
+
+struct nt_syn {
+	__u32 laddr; /* listener address and port */
+	__u16 lport;
+	__u8 outcome;
+	__u8 _pad;
+	__u32 accept_qlen;
+	__u32 accept_max;
+	__u32 syn_qlen;
+	__u32 _pad2;
+};
+
+struct nt_drop {
+	__u64 location;
+	__u32 reason;
+	__u32 _pad;
+};
+
+struct nt_tcp {
+	__u8 oldstate;
+	__u8 newstate;
+	__u8 _pad[6];
+	__u64 sk;
+};
+
+struct nt_event {
+	__u64 ts;  /* bpf_ktime_get_ns */
+	__u64 skb; /* skb address: identity of one packet while it lives */
+	__u32 netns;
+	__u32 ifindex;
+	__u8 point;
+	__u8 kind;
+	__u8 hook;
+	__u8 flags;
+	__u32 cpu;
+	char ifname[NT_IFNAMSIZ];
+	struct nt_tuple tuple;
+	struct nt_tuple inner;
+	struct nt_conntrack ct;
+	union {
+		struct nt_nat nat;
+		struct nt_route route;
+		struct nt_vxlan vxlan;
+		struct nt_syn syn;
+		struct nt_drop drop;
+		struct nt_tcp tcp;
+	} u;
+};
+
+/* One instruction of the in-kernel filter: a postfix program over a bit stack. */
+enum nt_filter_op {
+	NT_OP_PROTO = 1, /* push tuple.proto == proto */
+	NT_OP_HOST = 2,  /* push (addr & mask) == net, on src, dst or either */
+	NT_OP_PORT = 3,  /* push port in [port, port_end], on src, dst or either */
+	NT_OP_AND = 4,
+	NT_OP_OR = 5,
+	NT_OP_NOT = 6,
+};
+
+#define NT_DIR_ANY 0
+#define NT_DIR_SRC 1
+#define NT_DIR_DST 2
+
+struct nt_filter_insn {
+	__u8 op;
+	__u8 dir;
+	__u8 proto;
+	__u8 _pad;
+	__u16 port;
+	__u16 port_end;
+	__u32 addr;
+	__u32 mask;
+};
+
+#endif

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * route: the re-route NAT triggers in OUTPUT (ip_route_me_harder), with the
+ * device, gateway and error it chose.
+ *
+ * Preferred: fexit or kretprobe on ip_route_me_harder. Fallback: the FIB
+ * lookup tracepoint, attributed to the packet whose OUTPUT NAT is in
+ * progress on this CPU (ip_route_me_harder runs inside the NAT hook, between
+ * the nat point's two halves), or matched on the lookup's own tuple.
+ */
+#include "common.h"
+
+#define NF_INET_LOCAL_OUT 3
+
+static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event *e)
+{
+	struct dst_entry *dst = (struct dst_entry *)(BPF_CORE_READ(skb, _skb_refdst) & ~1UL);
+	struct rtable *rt = (struct rtable *)dst;
+	struct net_device *dev;
+
+	if (!dst)
+		return;
+	dev = BPF_CORE_READ(dst, dev);
+	if (dev) {
+		e->u.route.oif = BPF_CORE_READ(dev, ifindex);
+		bpf_probe_read_kernel_str(e->u.route.oifname, sizeof(e->u.route.oifname), dev->name);
+	}
+	if (BPF_CORE_READ(rt, rt_gw_family) == 2 /* AF_INET */)
+		e->u.route.gateway = BPF_CORE_READ(rt, rt_gw4);
+}
+
+static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, int err)
+{
+	struct nt_event e;
+	__u32 netns = BPF_CORE_READ(net, ns.inum);
+
+	if (!nt_netns_watched(netns))
+		return;
+	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_REROUTE, (__u64)skb);
+	e.hook = NF_INET_LOCAL_OUT;
+	e.netns = netns;
+	if (!nt_parse_skb(skb, false, &e, NULL))
+		return;
+	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, NULL))
+		return;
+	nt_fill_ct(skb, &e);
+	e.u.route.err = err;
+	e.u.route.saddr = e.tuple.saddr;
+	route_fill_dst(skb, &e);
+	nt_submit(&e);
+}
+
+SEC("fexit/ip_route_me_harder")
+int BPF_PROG(route_fexit, struct net *net, struct sock *sk, struct sk_buff *skb,
+	     unsigned int addr_type, int ret)
+{
+	reroute_done(net, skb, ret);
+	return 0;
+}
+
+struct reroute_call {
+	__u64 net;
+	__u64 skb;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct reroute_call);
+} reroute_calls SEC(".maps");
+
+SEC("kprobe/ip_route_me_harder")
+int BPF_KPROBE(route_kprobe, struct net *net, struct sock *sk, struct sk_buff *skb)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct reroute_call call = { .net = (__u64)net, .skb = (__u64)skb };
+
+	bpf_map_update_elem(&reroute_calls, &id, &call, BPF_ANY);
+	return 0;
+}
+
+SEC("kretprobe/ip_route_me_harder")
+int BPF_KRETPROBE(route_kretprobe, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct reroute_call *call = bpf_map_lookup_elem(&reroute_calls, &id);
+
+	if (!call)
+		return 0;
+	reroute_done((struct net *)call->net, (struct sk_buff *)call->skb, ret);
+	bpf_map_delete_elem(&reroute_calls, &id);
+	return 0;
+}
+
+SEC("tp_btf/fib_table_lookup")
+int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
+	     const struct fib_nh_common *nhc, int err)
+{
+	__u32 hook = NF_INET_LOCAL_OUT;
+	struct nat_slot *slot = bpf_map_lookup_elem(&nat_slots, &hook);
+	struct net_device *dev = NULL;
+	struct nt_event e;
+
+	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
+	e.tuple.saddr = BPF_CORE_READ(flp, saddr);
+	e.tuple.daddr = BPF_CORE_READ(flp, daddr);
+	e.tuple.proto = BPF_CORE_READ(flp, __fl_common.flowic_proto);
+	e.tuple.sport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.sport));
+	e.tuple.dport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.dport));
+	if (slot && slot->active && slot->followed) {
+		e.skb = slot->skb;
+		e.hook = NF_INET_LOCAL_OUT;
+	} else if (!filter_len || !nt_filter_match(&e.tuple)) {
+		/* Unattributed lookups are reported only for an explicit match:
+		 * with no filter they would be one per routed packet. */
+		return 0;
+	}
+	if (nhc) {
+		dev = BPF_CORE_READ(nhc, nhc_dev);
+		if (BPF_CORE_READ(nhc, nhc_gw_family) == 2 /* AF_INET */)
+			e.u.route.gateway = BPF_CORE_READ(nhc, nhc_gw.ipv4);
+	}
+	if (dev) {
+		e.netns = nt_dev_netns(dev);
+		if (!nt_netns_watched(e.netns))
+			return 0;
+		e.u.route.oif = BPF_CORE_READ(dev, ifindex);
+		bpf_probe_read_kernel_str(e.u.route.oifname, sizeof(e.u.route.oifname), dev->name);
+	}
+	e.u.route.saddr = e.tuple.saddr;
+	e.u.route.err = err;
+	e.u.route.table = table;
+	nt_submit(&e);
+	return 0;
+}

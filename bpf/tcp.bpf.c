@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * tcp: what the TCP state machine does with a followed flow: SYN-ACK
+ * retransmits, resets sent and received, and state changes (a connect that
+ * times out goes SYN_SENT -> CLOSE).
+ *
+ * Tuples are from the local socket's point of view (local -> remote);
+ * for a reset, the direction of the reset itself.
+ */
+#include "common.h"
+
+#define AF_INET 2
+
+static __always_inline void tcp_sock_tuple(const struct sock_common *skc, struct nt_tuple *t)
+{
+	t->saddr = BPF_CORE_READ(skc, skc_rcv_saddr);
+	t->daddr = BPF_CORE_READ(skc, skc_daddr);
+	t->sport = BPF_CORE_READ(skc, skc_num);
+	t->dport = bpf_ntohs(BPF_CORE_READ(skc, skc_dport));
+	t->proto = IPPROTO_TCP;
+}
+
+static __always_inline void tcp_report(const struct sock_common *skc, struct nt_event *e)
+{
+	if (!e->tuple.proto) {
+		if (!skc || BPF_CORE_READ(skc, skc_family) != AF_INET)
+			return;
+		tcp_sock_tuple(skc, &e->tuple);
+	}
+	if (skc) {
+		if (!e->netns)
+			e->netns = BPF_CORE_READ(skc, skc_net.net, ns.inum);
+		e->u.tcp.sk = (__u64)skc;
+	}
+	if (!nt_netns_watched(e->netns))
+		return;
+	if (!nt_follow(e->skb, 0, &e->tuple, NULL))
+		return;
+	nt_submit(e);
+}
+
+SEC("tp_btf/tcp_retransmit_synack")
+int BPF_PROG(tcp_synack_retrans, const struct sock *sk, const struct request_sock *req)
+{
+	struct nt_event e;
+
+	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_SYNACK_RETRANS, 0);
+	tcp_report(&req->__req_common, &e);
+	return 0;
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
+{
+	struct nt_event e;
+	struct nt_tuple in = {};
+
+	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_RST_SENT, (__u64)skb);
+	/* The skb is the packet being answered: the reset goes the other way. */
+	if (skb && nt_parse_skb((struct sk_buff *)skb, false, &e, NULL)) {
+		in = e.tuple;
+		e.tuple.saddr = in.daddr;
+		e.tuple.daddr = in.saddr;
+		e.tuple.sport = in.dport;
+		e.tuple.dport = in.sport;
+		e.tuple.tcp_flags = 0;
+		nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
+	}
+	tcp_report(sk ? &sk->__sk_common : NULL, &e);
+	return 0;
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(tcp_rst_recv, const struct sock *sk)
+{
+	struct nt_event e;
+
+	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_RST_RECV, 0);
+	tcp_report(&sk->__sk_common, &e);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(tcp_state, const struct sock *sk, int oldstate, int newstate)
+{
+	struct nt_event e;
+
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_STATE, 0);
+	e.u.tcp.oldstate = oldstate;
+	e.u.tcp.newstate = newstate;
+	tcp_report(&sk->__sk_common, &e);
+	return 0;
+}

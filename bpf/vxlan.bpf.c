@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * vxlan: a packet entering a vxlan device (inner tuple, device) and the
+ * encapsulated packet built from it (outer tuple, VNI, remote VTEP). The
+ * same skb carries both, so the Go side joins them by skb.
+ *
+ * Preferred: vxlan_xmit and udp_tunnel_xmit_skb (fentry or kprobe).
+ * Fallback: net_dev_start_xmit on a device whose link kind is "vxlan", and
+ * on the underlay device for a packet that is vxlan on the wire.
+ */
+#include "common.h"
+
+static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev)
+{
+	struct nt_event e;
+
+	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
+	if (!nt_observe_skb(skb, dev, false, &e, NULL))
+		return;
+	nt_submit(&e);
+}
+
+/* At udp_tunnel_xmit_skb the vxlan header is at skb->data and the inner
+ * packet at inner_network_header; the UDP and outer IP headers do not exist
+ * yet, so the outer tuple comes from the arguments. */
+static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 dst)
+{
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	__u8 vx[VXLAN_HLEN];
+	struct nt_event e;
+	__u32 netns = 0;
+
+	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
+	if (!nt_read_ipv4(head, BPF_CORE_READ(skb, inner_network_header), &e.inner))
+		return;
+	e.flags |= NT_F_INNER;
+	e.tuple.saddr = src;
+	e.tuple.daddr = dst;
+	e.tuple.proto = IPPROTO_UDP;
+	if (dev) {
+		netns = nt_dev_netns(dev);
+		if (!nt_netns_watched(netns))
+			return;
+	}
+	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, &e.inner))
+		return;
+	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
+		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
+	e.u.vxlan.remote = dst;
+	e.u.vxlan.local = src;
+	nt_fill_dev(dev, &e);
+	nt_submit(&e);
+}
+
+SEC("fentry/vxlan_xmit")
+int BPF_PROG(vxlan_fentry_xmit, struct sk_buff *skb, struct net_device *dev)
+{
+	vxlan_enter(skb, dev);
+	return 0;
+}
+
+SEC("fentry/udp_tunnel_xmit_skb")
+int BPF_PROG(vxlan_fentry_tunnel, struct rtable *rt, struct sock *sk, struct sk_buff *skb,
+	     __be32 src, __be32 dst)
+{
+	vxlan_encap(skb, src, dst);
+	return 0;
+}
+
+SEC("kprobe/vxlan_xmit")
+int BPF_KPROBE(vxlan_kprobe_xmit, struct sk_buff *skb, struct net_device *dev)
+{
+	vxlan_enter(skb, dev);
+	return 0;
+}
+
+SEC("kprobe/udp_tunnel_xmit_skb")
+int BPF_KPROBE(vxlan_kprobe_tunnel, struct rtable *rt, struct sock *sk, struct sk_buff *skb,
+	       __be32 src, __be32 dst)
+{
+	vxlan_encap(skb, src, dst);
+	return 0;
+}
+
+static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
+{
+	const char *kind = BPF_CORE_READ(dev, rtnl_link_ops, kind);
+	char name[6] = {};
+
+	if (!kind || bpf_probe_read_kernel_str(name, sizeof(name), kind) < 0)
+		return false;
+	return name[0] == 'v' && name[1] == 'x' && name[2] == 'l' && name[3] == 'a' &&
+	       name[4] == 'n' && name[5] == 0;
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
+{
+	struct nt_event e;
+	__u32 vni = 0;
+
+	if (vxlan_is_vxlan_dev(dev)) {
+		vxlan_enter(skb, dev);
+		return 0;
+	}
+	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
+	if (!nt_parse_skb(skb, false, &e, &vni) || !(e.flags & NT_F_INNER))
+		return 0;
+	if (!nt_netns_watched(nt_dev_netns(dev)))
+		return 0;
+	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, &e.inner))
+		return 0;
+	nt_fill_ct(skb, &e);
+	nt_fill_dev(dev, &e);
+	e.u.vxlan.vni = vni;
+	e.u.vxlan.remote = e.tuple.daddr;
+	e.u.vxlan.local = e.tuple.saddr;
+	e.u.vxlan.port = e.tuple.dport;
+	nt_submit(&e);
+	return 0;
+}

@@ -1,0 +1,116 @@
+package event
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+)
+
+// RecordSize is the size of one kernel record (sizeof(struct nt_event)).
+const RecordSize = 176
+
+// Offsets within struct nt_event; a test in internal/probe checks them
+// against the layout bpf2go generated from the C header.
+const (
+	offTime    = 0
+	offSkb     = 8
+	offNetns   = 16
+	offIfindex = 20
+	offPoint   = 24
+	offKind    = 25
+	offHook    = 26
+	offFlags   = 27
+	offCPU     = 28
+	offIfname  = 32
+	offTuple   = 48
+	offInner   = 64
+	offCT      = 80
+	offPayload = 136
+	tupleSize  = 16
+)
+
+// ErrShortRecord reports a record smaller than RecordSize.
+var ErrShortRecord = errors.New("event record too short")
+
+var le = binary.LittleEndian
+
+func addr4(b []byte) netip.Addr {
+	return netip.AddrFrom4([4]byte{b[0], b[1], b[2], b[3]})
+}
+
+func decodeTuple(b []byte, t *Tuple) {
+	t.Src = addr4(b[0:4])
+	t.Dst = addr4(b[4:8])
+	t.Sport = le.Uint16(b[8:])
+	t.Dport = le.Uint16(b[10:])
+	t.Proto = b[12]
+	t.TCPFlags = b[13]
+}
+
+// Decode fills e from one kernel record without allocating.
+func Decode(b []byte, e *Event) error {
+	if len(b) < RecordSize {
+		return ErrShortRecord
+	}
+	*e = Event{
+		Time:    le.Uint64(b[offTime:]),
+		Skb:     le.Uint64(b[offSkb:]),
+		Netns:   le.Uint32(b[offNetns:]),
+		Ifindex: le.Uint32(b[offIfindex:]),
+		Point:   Point(b[offPoint]),
+		Kind:    Kind(b[offKind]),
+		Hook:    Hook(b[offHook]),
+		Flags:   b[offFlags],
+		CPU:     le.Uint32(b[offCPU:]),
+	}
+	copy(e.Ifname[:], b[offIfname:offIfname+16])
+	decodeTuple(b[offTuple:], &e.Tuple)
+	if e.Flags&FlagInner != 0 {
+		decodeTuple(b[offInner:], &e.Inner)
+	}
+	if e.Flags&FlagCT != 0 {
+		ct := b[offCT:]
+		e.CT.ID = le.Uint64(ct[0:])
+		e.CT.Status = CTStatus(le.Uint32(ct[8:]))
+		e.CT.Mark = le.Uint32(ct[12:])
+		e.CT.Zone = le.Uint16(ct[16:])
+		e.CT.Info = ct[18]
+		decodeTuple(ct[24:], &e.CT.Orig)
+		decodeTuple(ct[24+tupleSize:], &e.CT.Reply)
+	}
+	p := b[offPayload:RecordSize]
+	switch e.Point {
+	case PointNAT:
+		if e.Flags&FlagPre != 0 {
+			decodeTuple(p, &e.NAT.Pre)
+		}
+		e.NAT.OutIfindex = le.Uint32(p[16:])
+		copy(e.NAT.OutIfname[:], p[24:40])
+	case PointRoute:
+		e.Route.Oif = le.Uint32(p[0:])
+		e.Route.Gateway = addr4(p[4:8])
+		e.Route.Src = addr4(p[8:12])
+		e.Route.Err = int32(le.Uint32(p[12:]))
+		e.Route.Table = le.Uint32(p[16:])
+		copy(e.Route.OifName[:], p[24:40])
+	case PointVXLAN:
+		e.VXLAN.VNI = le.Uint32(p[0:])
+		e.VXLAN.Remote = addr4(p[4:8])
+		e.VXLAN.Local = addr4(p[8:12])
+		e.VXLAN.Port = le.Uint16(p[12:])
+	case PointSYN:
+		e.SYN.Listener = netip.AddrPortFrom(addr4(p[0:4]), le.Uint16(p[4:]))
+		e.SYN.Outcome = SYNOutcome(p[6])
+		e.SYN.AcceptQueue = le.Uint32(p[8:])
+		e.SYN.AcceptMax = le.Uint32(p[12:])
+		e.SYN.SYNQueue = le.Uint32(p[16:])
+	case PointDrop:
+		e.Drop.Location = le.Uint64(p[0:])
+		e.Drop.Reason = le.Uint32(p[8:])
+	case PointTCP:
+		e.TCP.OldState = p[0]
+		e.TCP.NewState = p[1]
+		e.TCP.Sock = le.Uint64(p[8:])
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+// Package event is nettrace's event model: what one observation in the
+// kernel says about one packet, decoded from the records the BPF programs
+// write (bpf/include/nettrace.h). Everything downstream (flows,
+// explanations, recordings, output) consumes these values.
+package event
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Point is an observation point: where in the kernel an event was seen.
+type Point uint8
+
+// Observation points, with the values of enum nt_point.
+const (
+	PointNAT   Point = 1
+	PointRoute Point = 2
+	PointVXLAN Point = 3
+	PointSYN   Point = 4
+	PointDrop  Point = 5
+	PointDev   Point = 6
+	PointTCP   Point = 7
+)
+
+// Points lists every observation point in the order they are reported.
+var Points = []Point{PointNAT, PointRoute, PointVXLAN, PointSYN, PointDrop, PointDev, PointTCP}
+
+var pointNames = map[Point]string{
+	PointNAT: "nat", PointRoute: "route", PointVXLAN: "vxlan", PointSYN: "syn",
+	PointDrop: "drop", PointDev: "dev", PointTCP: "tcp",
+}
+
+func (p Point) String() string {
+	if n, ok := pointNames[p]; ok {
+		return n
+	}
+	return fmt.Sprintf("point(%d)", uint8(p))
+}
+
+// Kind says what an event reports, within its point.
+type Kind uint8
+
+// Kinds, with the values of enum nt_kind.
+const (
+	KindNAT              Kind = 1
+	KindRouteLookup      Kind = 2
+	KindReroute          Kind = 3
+	KindVXLANEnter       Kind = 4
+	KindVXLANEncap       Kind = 5
+	KindSYN              Kind = 6
+	KindDrop             Kind = 7
+	KindDevRx            Kind = 8
+	KindDevTx            Kind = 9
+	KindSynAckRetransmit Kind = 10
+	KindResetSent        Kind = 11
+	KindResetReceived    Kind = 12
+	KindTCPState         Kind = 13
+)
+
+var kindNames = map[Kind]string{
+	KindNAT: "nat", KindRouteLookup: "lookup", KindReroute: "reroute",
+	KindVXLANEnter: "enter", KindVXLANEncap: "encap", KindSYN: "syn", KindDrop: "drop",
+	KindDevRx: "rx", KindDevTx: "tx", KindSynAckRetransmit: "synack-retransmit",
+	KindResetSent: "rst-sent", KindResetReceived: "rst-received", KindTCPState: "state",
+}
+
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Hook is a netfilter IPv4 hook number, or HookNone.
+type Hook uint8
+
+// Netfilter hooks (enum nf_inet_hooks).
+const (
+	HookPrerouting  Hook = 0
+	HookInput       Hook = 1
+	HookForward     Hook = 2
+	HookOutput      Hook = 3
+	HookPostrouting Hook = 4
+	HookNone        Hook = 0xff
+)
+
+var hookNames = [...]string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
+
+func (h Hook) String() string {
+	if int(h) < len(hookNames) {
+		return hookNames[h]
+	}
+	return ""
+}
+
+// Flags of Event.
+const (
+	FlagInner = 0x01 // Inner is the tuple inside a vxlan encapsulation
+	FlagCT    = 0x02 // CT is the packet's conntrack entry
+	FlagPre   = 0x04 // NAT.Pre is known
+)
+
+// IP protocol numbers used in tuples.
+const (
+	ProtoICMP = 1
+	ProtoTCP  = 6
+	ProtoUDP  = 17
+)
+
+// Tuple is a packet's IPv4 addresses, ports and protocol. For ICMP, Sport
+// is type<<8|code and Dport the echo id.
+type Tuple struct {
+	Src      netip.Addr
+	Dst      netip.Addr
+	Sport    uint16
+	Dport    uint16
+	Proto    uint8
+	TCPFlags uint8
+}
+
+// Reverse returns the tuple of the packet going the other way.
+func (t Tuple) Reverse() Tuple {
+	return Tuple{Src: t.Dst, Dst: t.Src, Sport: t.Dport, Dport: t.Sport, Proto: t.Proto}
+}
+
+// Conntrack is the conntrack entry a packet belongs to.
+type Conntrack struct {
+	ID     uint64 // the entry's kernel address: stable while the entry lives
+	Status CTStatus
+	Mark   uint32
+	Zone   uint16
+	Info   uint8 // enum ip_conntrack_info: 0 established, 1 related, 2 new, >= 3 reply
+	Orig   Tuple
+	Reply  Tuple
+}
+
+// IsReply says whether the packet travels in the reply direction.
+func (c Conntrack) IsReply() bool { return c.Info >= 3 && c.Info != 7 }
+
+// NAT is the payload of a nat event.
+type NAT struct {
+	Pre        Tuple // before the hook's translation (valid with FlagPre)
+	OutIfindex uint32
+	OutIfname  Name // device of the route attached after the hook
+}
+
+// Route is the payload of a route event.
+type Route struct {
+	Oif     uint32
+	OifName Name
+	Gateway netip.Addr
+	Src     netip.Addr
+	Err     int32
+	Table   uint32
+}
+
+// VXLAN is the payload of a vxlan event.
+type VXLAN struct {
+	VNI    uint32
+	Remote netip.Addr // remote VTEP
+	Local  netip.Addr
+	Port   uint16
+}
+
+// SYNOutcome is what a listener did with a SYN.
+type SYNOutcome uint8
+
+// SYN outcomes (enum nt_syn_outcome).
+const (
+	SYNQueued           SYNOutcome = 1
+	SYNDropAcceptQueue  SYNOutcome = 2
+	SYNDropSYNQueue     SYNOutcome = 3
+	SYNDropOther        SYNOutcome = 4
+	SYNDropListenDrops  SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
+	SYNNoListenerAnswer SYNOutcome = 6 // seen in user space: delivered, never answered
+)
+
+var synOutcomeNames = map[SYNOutcome]string{
+	SYNQueued: "queued", SYNDropAcceptQueue: "dropped: accept queue full",
+	SYNDropSYNQueue: "dropped: SYN queue full", SYNDropOther: "dropped: no request created (PAWS, LSM or memory)",
+	SYNDropListenDrops: "dropped by the listener (ListenDrops)", SYNNoListenerAnswer: "not answered",
+}
+
+func (o SYNOutcome) String() string {
+	if n, ok := synOutcomeNames[o]; ok {
+		return n
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// Dropped says whether the outcome is a drop.
+func (o SYNOutcome) Dropped() bool { return o != SYNQueued && o != 0 }
+
+// SYN is the payload of a syn event.
+type SYN struct {
+	Listener     netip.AddrPort
+	Outcome      SYNOutcome
+	AcceptQueue  uint32
+	AcceptMax    uint32
+	SYNQueue     uint32
+	ListenDrops  uint64 // counter deltas in the listener's netns (user-space method)
+	ListenOverfl uint64
+}
+
+// Drop is the payload of a drop event.
+type Drop struct {
+	Location uint64 // kernel address that freed the packet
+	Reason   uint32 // enum skb_drop_reason of the kernel that recorded it
+}
+
+// TCP is the payload of a tcp event.
+type TCP struct {
+	OldState uint8
+	NewState uint8
+	Sock     uint64
+}
+
+// Name is a kernel device name: fixed size, so decoding does not allocate.
+type Name [16]byte
+
+func (n Name) String() string {
+	for i, c := range n {
+		if c == 0 {
+			return string(n[:i])
+		}
+	}
+	return string(n[:])
+}
+
+// Event is one observation of one packet (or socket) in the kernel.
+type Event struct {
+	Time    uint64 // CLOCK_MONOTONIC nanoseconds
+	Skb     uint64 // packet identity while the packet lives
+	Netns   uint32 // network namespace inode
+	Ifindex uint32
+	Point   Point
+	Kind    Kind
+	Hook    Hook
+	Flags   uint8
+	CPU     uint32
+	Ifname  Name
+	Tuple   Tuple
+	Inner   Tuple
+	CT      Conntrack
+
+	NAT   NAT
+	Route Route
+	VXLAN VXLAN
+	SYN   SYN
+	Drop  Drop
+	TCP   TCP
+}
+
+// HasCT says whether the event carries a conntrack entry.
+func (e *Event) HasCT() bool { return e.Flags&FlagCT != 0 }
+
+// HasInner says whether the event carries an encapsulated tuple.
+func (e *Event) HasInner() bool { return e.Flags&FlagInner != 0 }
