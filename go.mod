@@ -2,6 +2,21 @@ module github.com/nettrace-dev/nettrace
 
 go 1.26.8
 
-require github.com/cilium/ebpf v0.20.0
+require (
+	github.com/cilium/ebpf v0.20.0
+	github.com/rs/zerolog v1.35.1
+	github.com/spf13/cobra v1.10.2
+	github.com/vishvananda/netns v0.0.5
+)
 
-require golang.org/x/sys v0.49.0 // indirect
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/vishvananda/netlink v1.3.1
+)
+
+require (
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	golang.org/x/sys v0.49.0
+)

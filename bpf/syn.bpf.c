@@ -74,7 +74,7 @@ static __always_inline void syn_exit(void)
 	e.u.syn.accept_max = call->accept_max;
 	if (syn_queue_len(sk) > call->syn_qlen)
 		e.u.syn.outcome = NT_SYN_QUEUED;
-	else if (call->accept_qlen >= call->accept_max)
+	else if (call->accept_qlen > call->accept_max)
 		e.u.syn.outcome = NT_SYN_DROP_ACCEPT_QUEUE;
 	else if (call->syn_qlen >= call->accept_max)
 		e.u.syn.outcome = NT_SYN_DROP_SYN_QUEUE;

@@ -1,0 +1,76 @@
+// Package cli is nettrace's command line: flag parsing, logging set-up and
+// the wiring of probes -> events -> output for each command.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+)
+
+type globalFlags struct {
+	logLevel  string
+	logFormat string
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string) int {
+	var g globalFlags
+	root := &cobra.Command{
+		Use:   "nettrace",
+		Short: "Trace what the kernel does to your packets: NAT, routing, vxlan, listeners, drops",
+		Long: `nettrace attaches eBPF programs where the kernel translates, re-routes,
+encapsulates, queues and drops packets, and reports each step of the packets
+you select with a pcap-style filter, across network namespaces.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "diagnostics level: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "console", "diagnostics format on stderr: console or json")
+	root.AddCommand(newProbesCommand(&g), newWatchCommand(&g))
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "nettrace: %s\n", oneLine(err))
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError marks a mistake in the command line (exit code 2).
+type usageError struct{ error }
+
+func oneLine(err error) string {
+	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+}
+
+func (g *globalFlags) logger() (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(g.logLevel)
+	if err != nil || g.logLevel == "" {
+		return zerolog.Nop(), usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)}
+	}
+	var l zerolog.Logger
+	switch g.logFormat {
+	case "json":
+		l = zerolog.New(os.Stderr)
+	case "console":
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"})
+	default:
+		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want console or json", g.logFormat)}
+	}
+	return l.Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func requireRoot(what string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s needs root (it loads eBPF programs): run it with sudo", what)
+	}
+	return nil
+}

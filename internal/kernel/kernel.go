@@ -1,0 +1,79 @@
+// Package kernel reads what the running kernel offers nettrace: version,
+// BTF, lockdown, kprobe support, symbols and drop-reason names. Every
+// decision about how to attach is made from these facts at run time.
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Facts is what nettrace needs to know about the running kernel.
+type Facts struct {
+	Release  string `json:"release"`
+	BTF      bool   `json:"btf"`
+	Lockdown string `json:"lockdown"`
+	Kprobes  bool   `json:"kprobes"`
+}
+
+const (
+	btfPath      = "/sys/kernel/btf/vmlinux"
+	securityfs   = "/sys/kernel/security"
+	lockdownPath = securityfs + "/lockdown"
+	kprobePMU    = "/sys/bus/event_source/devices/kprobe"
+)
+
+// Probe gathers the facts. Mounts it performs (securityfs to read the
+// lockdown mode) are reported through mounted.
+func Probe(mounted func(what, where string)) Facts {
+	var f Facts
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		f.Release = unix.ByteSliceToString(u.Release[:])
+	}
+	_, err := os.Stat(btfPath)
+	f.BTF = err == nil
+	f.Lockdown = readLockdown(mounted)
+	_, err = os.Stat(kprobePMU)
+	f.Kprobes = err == nil
+	return f
+}
+
+func readLockdown(mounted func(what, where string)) string {
+	b, err := os.ReadFile(lockdownPath)
+	if errors.Is(err, os.ErrNotExist) {
+		if merr := unix.Mount("securityfs", securityfs, "securityfs", 0, ""); merr == nil {
+			mounted("securityfs", securityfs)
+			b, err = os.ReadFile(lockdownPath)
+		}
+	}
+	if err != nil {
+		return "unknown"
+	}
+	// The active mode is bracketed: "none [integrity] confidentiality".
+	s := string(b)
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		if j := strings.IndexByte(s[i:], ']'); j > 0 {
+			return s[i+1 : i+j]
+		}
+	}
+	return strings.TrimSpace(s)
+}
+
+const tracefs = "/sys/kernel/tracing"
+
+// EnsureTracefs mounts tracefs when classic tracepoints need it.
+func EnsureTracefs(mounted func(what, where string)) error {
+	if _, err := os.Stat(tracefs + "/events"); err == nil {
+		return nil
+	}
+	if err := unix.Mount("tracefs", tracefs, "tracefs", 0, ""); err != nil {
+		return fmt.Errorf("mount tracefs at %s: %w", tracefs, err)
+	}
+	mounted("tracefs", tracefs)
+	return nil
+}

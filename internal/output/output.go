@@ -1,0 +1,76 @@
+// Package output renders events for people (one aligned line each) and for
+// programs (JSON lines with a "type" field; see docs/events.md).
+package output
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Names turns kernel numbers into names; each may be nil.
+type Names struct {
+	DropReason func(uint32) string
+	Symbol     func(uint64) string
+	Netns      func(uint32) string
+	// Wall converts a CLOCK_MONOTONIC timestamp to wall-clock time.
+	Wall func(uint64) time.Time
+}
+
+func (n Names) dropReason(r uint32) string {
+	if n.DropReason != nil {
+		if s := n.DropReason(r); s != "" {
+			return s
+		}
+	}
+	return fmt.Sprintf("reason(%d)", r)
+}
+
+func (n Names) symbol(a uint64) string {
+	if n.Symbol != nil {
+		return n.Symbol(a)
+	}
+	return fmt.Sprintf("%#x", a)
+}
+
+func (n Names) netns(ino uint32) string {
+	if n.Netns != nil {
+		return n.Netns(ino)
+	}
+	if ino == 0 {
+		return ""
+	}
+	return fmt.Sprintf("netns:%d", ino)
+}
+
+func (n Names) wall(ts uint64) time.Time {
+	if n.Wall != nil {
+		return n.Wall(ts)
+	}
+	return time.Unix(0, int64(ts))
+}
+
+// Writer renders a stream of events.
+type Writer interface {
+	Event(e *event.Event) error
+}
+
+// Summary is what a run saw, per point, and what it lost.
+type Summary struct {
+	Events   map[event.Point]uint64
+	Lost     map[event.Point]uint64
+	Duration time.Duration
+}
+
+// Monotonic returns a converter from CLOCK_MONOTONIC nanoseconds (BPF
+// timestamps) to wall-clock time, anchored now.
+func Monotonic() func(uint64) time.Time {
+	var ts [2]int64
+	mono := monoNow()
+	wall := time.Now()
+	ts[0], ts[1] = mono, wall.UnixNano()
+	return func(m uint64) time.Time {
+		return time.Unix(0, ts[1]+(int64(m)-ts[0]))
+	}
+}

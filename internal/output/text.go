@@ -1,0 +1,165 @@
+package output
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Text writes one line per event: time, netns/device, point and hook,
+// tuple, "->" translated tuple, conntrack entry, and what happened.
+type Text struct {
+	w     io.Writer
+	names Names
+	ctIDs map[uint64]int // conntrack addresses shown as short numbers
+}
+
+// NewText returns a text writer.
+func NewText(w io.Writer, names Names) *Text {
+	return &Text{w: w, names: names, ctIDs: map[uint64]int{}}
+}
+
+// FormatTuple renders "tcp 10.0.0.1:1234 > 10.0.0.2:80 [S]".
+func FormatTuple(t event.Tuple) string {
+	var b strings.Builder
+	b.WriteString(event.ProtoName(t.Proto))
+	b.WriteByte(' ')
+	if t.Proto == event.ProtoTCP || t.Proto == event.ProtoUDP {
+		fmt.Fprintf(&b, "%s:%d > %s:%d", t.Src, t.Sport, t.Dst, t.Dport)
+	} else {
+		fmt.Fprintf(&b, "%s > %s", t.Src, t.Dst)
+	}
+	if t.Proto == event.ProtoTCP && t.TCPFlags != 0 {
+		fmt.Fprintf(&b, " [%s]", event.TCPFlagString(t.TCPFlags))
+	}
+	return b.String()
+}
+
+func (t *Text) ctRef(e *event.Event) string {
+	if !e.HasCT() {
+		return ""
+	}
+	id, ok := t.ctIDs[e.CT.ID]
+	if !ok {
+		id = len(t.ctIDs) + 1
+		t.ctIDs[e.CT.ID] = id
+	}
+	dir := ""
+	if e.CT.IsReply() {
+		dir = " reply"
+	}
+	var bits []string
+	if e.CT.Status&event.CTDstNAT != 0 {
+		bits = append(bits, "DNAT")
+	}
+	if e.CT.Status&event.CTSrcNAT != 0 {
+		bits = append(bits, "SNAT")
+	}
+	if e.CT.Status&event.CTSeenReply != 0 {
+		bits = append(bits, "seen-reply")
+	}
+	if e.CT.Status&event.CTConfirmed == 0 {
+		bits = append(bits, "new")
+	}
+	s := fmt.Sprintf("ct#%d%s", id, dir)
+	if len(bits) > 0 {
+		s += " [" + strings.Join(bits, ",") + "]"
+	}
+	return s
+}
+
+// Event writes one line.
+func (t *Text) Event(e *event.Event) error {
+	where := t.names.netns(e.Netns)
+	if name := e.Ifname.String(); name != "" {
+		where += "/" + name
+	}
+	what := e.Point.String() + " " + e.Kind.String()
+	if e.Point == event.PointNAT || e.Hook != event.HookNone {
+		what = e.Point.String() + " " + e.Hook.String()
+	}
+	var detail []string
+	switch e.Point {
+	case event.PointNAT:
+		if e.Flags&event.FlagPre != 0 && bareTuple(e.NAT.Pre) != bareTuple(e.Tuple) {
+			detail = append(detail, FormatTuple(e.NAT.Pre), "->", FormatTuple(e.Tuple))
+		} else {
+			detail = append(detail, FormatTuple(e.Tuple))
+		}
+		if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPostrouting) {
+			detail = append(detail, "out "+out)
+		}
+	case event.PointRoute:
+		detail = append(detail, FormatTuple(e.Tuple), "via "+e.Route.OifName.String())
+		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
+			detail = append(detail, "gw "+g.String())
+		}
+		if e.Route.Err != 0 {
+			detail = append(detail, fmt.Sprintf("err %d", e.Route.Err))
+		}
+	case event.PointVXLAN:
+		if e.HasInner() {
+			detail = append(detail, FormatTuple(e.Inner))
+		} else {
+			detail = append(detail, FormatTuple(e.Tuple))
+		}
+		if e.Kind == event.KindVXLANEncap {
+			detail = append(detail, fmt.Sprintf("vni %d vtep %s -> %s", e.VXLAN.VNI, e.VXLAN.Local, e.VXLAN.Remote))
+		}
+	case event.PointSYN:
+		detail = append(detail, FormatTuple(e.Tuple), fmt.Sprintf("listener %s: %s (accept queue %d/%d, syn queue %d)",
+			e.SYN.Listener, e.SYN.Outcome, e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue))
+		if e.SYN.ListenDrops > 0 || e.SYN.ListenOverfl > 0 {
+			detail = append(detail, fmt.Sprintf("ListenOverflows +%d ListenDrops +%d", e.SYN.ListenOverfl, e.SYN.ListenDrops))
+		}
+	case event.PointDrop:
+		detail = append(detail, FormatTuple(e.Tuple), "dropped: "+t.names.dropReason(e.Drop.Reason), "at "+t.names.symbol(e.Drop.Location))
+	case event.PointDev:
+		detail = append(detail, FormatTuple(e.Tuple))
+		if e.HasInner() {
+			detail = append(detail, "inner "+FormatTuple(e.Inner))
+		}
+	case event.PointTCP:
+		detail = append(detail, FormatTuple(e.Tuple))
+		if e.Kind == event.KindTCPState {
+			detail = append(detail, event.TCPStateName(e.TCP.OldState)+" -> "+event.TCPStateName(e.TCP.NewState))
+		}
+	}
+	if ct := t.ctRef(e); ct != "" {
+		detail = append(detail, ct)
+	}
+	_, err := fmt.Fprintf(t.w, "%s %-20s %-17s %s\n", t.names.wall(e.Time).Format("15:04:05.000000"),
+		where, what, strings.Join(detail, " "))
+	return err
+}
+
+func bareTuple(t event.Tuple) event.Tuple {
+	t.TCPFlags = 0
+	return t
+}
+
+// WriteSummary writes the end-of-run summary.
+func WriteSummary(w io.Writer, s Summary) {
+	var parts []string
+	var total, lost uint64
+	for _, p := range event.Points {
+		if n := s.Events[p]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p, n))
+			total += n
+		}
+		lost += s.Lost[p]
+	}
+	fmt.Fprintf(w, "nettrace: %d events in %s (%s); %d lost", total, s.Duration.Round(1e6), strings.Join(parts, ", "), lost)
+	if lost > 0 {
+		var lp []string
+		for _, p := range event.Points {
+			if s.Lost[p] > 0 {
+				lp = append(lp, fmt.Sprintf("%s %d", p, s.Lost[p]))
+			}
+		}
+		fmt.Fprintf(w, " (%s: enlarge --ring-size or narrow the filter)", strings.Join(lp, ", "))
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,439 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/filter"
+)
+
+// Options configure which packets are observed and how.
+type Options struct {
+	Filter *filter.Program
+	// Namespaces get the netfilter programs; with RestrictNetns, events from
+	// any other namespace are discarded in the kernel.
+	Namespaces    []netns.Target
+	RestrictNetns bool
+	// RingBytes is the ring buffer size (a power of two, multiple of the page size).
+	RingBytes uint32
+	// Methods forces a method per point name (for comparing methods).
+	Methods    map[string]Method
+	VXLANPorts [2]uint16
+	Log        zerolog.Logger
+}
+
+// Attempt is a method tried for a point and why it was not used.
+type Attempt struct {
+	Method Method `json:"method"`
+	Reason string `json:"reason"`
+}
+
+// Status says how one observation point is attached, or why it is not.
+type Status struct {
+	Point   string    `json:"point"`
+	Method  Method    `json:"method,omitempty"`
+	Target  string    `json:"target,omitempty"`
+	Note    string    `json:"note,omitempty"`
+	Skipped []Attempt `json:"unavailable,omitempty"`
+}
+
+// Active says whether the point observes anything.
+func (s Status) Active() bool { return s.Method != "" }
+
+// sharedMaps are created once and handed to every object: one ring buffer,
+// one set of followed packets and conntrack entries.
+var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "watched_netns", "nat_slots", "tracking"}
+
+// Tracer is the attached set of observation points.
+type Tracer struct {
+	opts        Options
+	facts       kernel.Facts
+	syms        *kernel.Symbols
+	maps        map[string]*ebpf.Map
+	colls       []*ebpf.Collection
+	links       []link.Link
+	statuses    []Status
+	nfPrograms  [2]*ebpf.Program // nat before/after, when the netfilter method is used
+	nfNamespace map[uint32]bool
+	reader      *ringbuf.Reader
+	AttachTime  time.Duration
+}
+
+// Open loads and attaches every observation point it can. It fails only
+// when nothing can be observed at all (no privileges, no BTF, BPF refused).
+func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, error) {
+	start := time.Now()
+	if !facts.BTF {
+		return nil, errors.New("this kernel has no BTF (/sys/kernel/btf/vmlinux): nettrace needs CONFIG_DEBUG_INFO_BTF=y")
+	}
+	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{}, nfNamespace: map[uint32]bool{}}
+	if err := t.createMaps(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	for _, p := range points {
+		t.statuses = append(t.statuses, t.attachPoint(p))
+	}
+	active := 0
+	for _, s := range t.statuses {
+		if s.Active() && s.Method != MethodUser {
+			active++
+		}
+	}
+	if active == 0 {
+		t.Close()
+		return nil, fmt.Errorf("no observation point could be attached: %s", t.statuses[0].Skipped[0].Reason)
+	}
+	rd, err := ringbuf.NewReader(t.maps["events"])
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("open ring buffer reader: %w", err)
+	}
+	t.reader = rd
+	t.AttachTime = time.Since(start)
+	return t, nil
+}
+
+func (t *Tracer) createMaps() error {
+	spec, err := loadNat()
+	if err != nil {
+		return fmt.Errorf("load BPF object: %w", err)
+	}
+	for _, name := range sharedMaps {
+		ms := spec.Maps[name].Copy()
+		if name == "events" && t.opts.RingBytes != 0 {
+			ms.MaxEntries = t.opts.RingBytes
+		}
+		m, err := ebpf.NewMap(ms)
+		if err != nil {
+			return describeLoadError(fmt.Errorf("create map %s: %w", name, err))
+		}
+		t.maps[name] = m
+	}
+	if t.opts.RestrictNetns {
+		one := uint8(1)
+		for _, ns := range t.opts.Namespaces {
+			if err := t.maps["watched_netns"].Put(ns.Inode, one); err != nil {
+				return fmt.Errorf("watch netns %s: %w", ns.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// describeLoadError turns the errors every user hits first into one line.
+func describeLoadError(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w (nettrace needs root, or CAP_BPF with CAP_PERFMON and CAP_NET_ADMIN)", err)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("%w (this kernel lacks a BPF feature nettrace needs)", err)
+	}
+	return err
+}
+
+func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("BPF object has no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+		return nil
+	}
+	var prog [filter.MaxInsns]natNtFilterInsn
+	n := 0
+	if t.opts.Filter != nil {
+		for i, in := range t.opts.Filter.Insns {
+			prog[i] = natNtFilterInsn{Op: uint8(in.Op), Dir: uint8(in.Dir), Proto: in.Proto,
+				Port: in.Port, PortEnd: in.PortEnd, Addr: in.Addr, Mask: in.Mask}
+		}
+		n = len(t.opts.Filter.Insns)
+	}
+	restrict := uint32(0)
+	if t.opts.RestrictNetns {
+		restrict = 1
+	}
+	ports := t.opts.VXLANPorts
+	if ports == [2]uint16{} {
+		ports = [2]uint16{4789, 8472}
+	}
+	for _, kv := range []struct {
+		name string
+		v    any
+	}{{"filter_len", uint32(n)}, {"filter_prog", prog}, {"netns_filter", restrict},
+		{"vxlan_port_a", ports[0]}, {"vxlan_port_b", ports[1]}} {
+		if err := set(kv.name, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tracer) attachPoint(p pointDef) Status {
+	st := Status{Point: p.name}
+	spec, err := p.load()
+	if err == nil {
+		err = t.configure(spec)
+	}
+	if err != nil {
+		st.Skipped = append(st.Skipped, Attempt{Reason: err.Error()})
+		return st
+	}
+	forced, isForced := t.opts.Methods[p.name]
+	for _, m := range p.methods {
+		if isForced && m.method != forced {
+			continue
+		}
+		target, note, err := t.attachMethod(spec, m)
+		if err != nil {
+			st.Skipped = append(st.Skipped, Attempt{Method: m.method, Reason: err.Error()})
+			t.opts.Log.Debug().Str("point", p.name).Str("method", string(m.method)).Err(err).Msg("method unavailable")
+			continue
+		}
+		st.Method, st.Target, st.Note = m.method, target, note
+		return st
+	}
+	if isForced && len(st.Skipped) == 0 {
+		st.Skipped = append(st.Skipped, Attempt{Method: forced, Reason: "no such method for this point"})
+	}
+	return st
+}
+
+// resolve picks the first candidate this kernel has.
+func (t *Tracer) resolve(m Method, p program) (string, string, error) {
+	switch m {
+	case MethodFentry, MethodKprobe:
+		for i, c := range p.candidates {
+			if t.syms.Has(c) {
+				note := ""
+				if i > 0 {
+					note = fmt.Sprintf("%s is inlined here; using %s", strings.Join(p.candidates[:i], ", "), c)
+				}
+				return c, note, nil
+			}
+		}
+		return "", "", fmt.Errorf("%s not in /proc/kallsyms (inlined, or its module is not loaded)", strings.Join(p.candidates, ", "))
+	case MethodTpBTF:
+		if len(p.candidates) > 0 {
+			return p.candidates[0], "", nil
+		}
+	case MethodTracepoint:
+		if len(p.candidates) > 0 {
+			return p.candidates[0], "", nil
+		}
+	}
+	return "", "", nil
+}
+
+func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, string, error) {
+	switch m.method {
+	case MethodKprobe:
+		if !t.facts.Kprobes {
+			return "", "", errors.New("kprobes not built into this kernel (no kprobe PMU: CONFIG_KPROBES is not set)")
+		}
+	case MethodUser:
+		return "", "SYN outcome from netfilter INPUT/OUTPUT events, sock_diag and TcpExt counters", nil
+	case MethodTracepoint:
+		if err := kernel.EnsureTracefs(func(what, where string) {
+			t.opts.Log.Info().Str("fs", what).Str("at", where).Msg("mounted")
+		}); err != nil {
+			return "", "", err
+		}
+	}
+	spec := base.Copy()
+	wanted := map[string]bool{}
+	targets := map[string]string{}
+	var names, notes []string
+	for _, p := range m.programs {
+		wanted[p.name] = true
+		target, note, err := t.resolve(m.method, p)
+		if err != nil {
+			return "", "", err
+		}
+		targets[p.name] = target
+		if note != "" {
+			notes = append(notes, note)
+		}
+		if target != "" && (len(names) == 0 || names[len(names)-1] != target) {
+			names = append(names, target)
+		}
+		if m.method == MethodFentry {
+			spec.Programs[p.name].AttachTo = target
+		}
+	}
+	for name := range spec.Programs {
+		if !wanted[name] {
+			delete(spec.Programs, name)
+		}
+	}
+	replacements := make(map[string]*ebpf.Map, len(t.maps))
+	for name, mp := range t.maps {
+		replacements[name] = mp
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
+	if err != nil {
+		return "", "", t.explain(m.method, err)
+	}
+	var links []link.Link
+	for _, p := range m.programs {
+		prog := coll.Programs[p.name]
+		var l []link.Link
+		var err error
+		switch m.method {
+		case MethodFentry, MethodTpBTF:
+			var one link.Link
+			one, err = link.AttachTracing(link.TracingOptions{Program: prog})
+			l = []link.Link{one}
+		case MethodKprobe:
+			var one link.Link
+			if strings.HasPrefix(spec.Programs[p.name].SectionName, "kretprobe/") {
+				one, err = link.Kretprobe(targets[p.name], prog, nil)
+			} else {
+				one, err = link.Kprobe(targets[p.name], prog, nil)
+			}
+			l = []link.Link{one}
+		case MethodTracepoint:
+			group, name, _ := strings.Cut(targets[p.name], "/")
+			var one link.Link
+			one, err = link.Tracepoint(group, name, prog, nil)
+			l = []link.Link{one}
+		case MethodNetfilter:
+			// Linked per namespace below, once both programs are loaded.
+		}
+		if err != nil {
+			closeAll(links)
+			coll.Close()
+			return "", "", t.explain(m.method, err)
+		}
+		links = append(links, l...)
+	}
+	if m.method == MethodNetfilter {
+		t.nfPrograms = [2]*ebpf.Program{coll.Programs["nat_before"], coll.Programs["nat_after"]}
+		nl, err := t.attachNetfilterAll()
+		if err != nil {
+			closeAll(nl)
+			coll.Close()
+			t.nfPrograms = [2]*ebpf.Program{}
+			return "", "", t.explain(m.method, err)
+		}
+		links = append(links, nl...)
+		names = []string{fmt.Sprintf("NAT priorities ±1 of 4 hooks in %d netns", len(t.nfNamespace))}
+	}
+	t.colls = append(t.colls, coll)
+	t.links = append(t.links, links...)
+	return strings.Join(names, ", "), strings.Join(dedup(notes), "; "), nil
+}
+
+func dedup(s []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func closeAll(links []link.Link) {
+	for _, l := range links {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// explain turns a load or attach failure into the reason a user can act on.
+func (t *Tracer) explain(m Method, err error) error {
+	var ve *ebpf.VerifierError
+	switch {
+	case m == MethodFentry && errors.Is(err, unix.EPERM) && t.facts.Lockdown != "none" && t.facts.Lockdown != "unknown":
+		return fmt.Errorf("fentry refused: lockdown=%s", t.facts.Lockdown)
+	case m == MethodNetfilter && errors.Is(err, ebpf.ErrNotSupported):
+		return errors.New("BPF netfilter links not supported (Linux 6.4+ with CONFIG_NETFILTER_BPF_LINK)")
+	case errors.Is(err, btf.ErrNotFound):
+		return fmt.Errorf("not in this kernel's BTF: %w", err)
+	case errors.As(err, &ve):
+		return fmt.Errorf("rejected by the verifier: %s", strings.TrimSpace(firstLine(ve.Error())))
+	}
+	return describeLoadError(err)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Statuses reports every point's attachment.
+func (t *Tracer) Statuses() []Status { return t.statuses }
+
+// Status returns the status of one point.
+func (t *Tracer) Status(point string) Status {
+	for _, s := range t.statuses {
+		if s.Point == point {
+			return s
+		}
+	}
+	return Status{Point: point}
+}
+
+// ReadInto blocks for the next raw record. It returns ringbuf.ErrClosed
+// after Close, and os.ErrDeadlineExceeded when a deadline set with
+// SetDeadline passes.
+func (t *Tracer) ReadInto(rec *ringbuf.Record) error { return t.reader.ReadInto(rec) }
+
+// SetDeadline makes pending and future reads return at d.
+func (t *Tracer) SetDeadline(d time.Time) { t.reader.SetDeadline(d) }
+
+// Lost returns the records dropped because the ring buffer was full, per point.
+func (t *Tracer) Lost() (map[event.Point]uint64, error) {
+	out := map[event.Point]uint64{}
+	m := t.maps["lost"]
+	for _, p := range event.Points {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(p), &perCPU); err != nil {
+			return nil, fmt.Errorf("read lost counters: %w", err)
+		}
+		for _, n := range perCPU {
+			out[p] += n
+		}
+	}
+	return out, nil
+}
+
+// Close detaches everything. Links are fd-owned and nothing is pinned, so
+// a killed process leaves nothing behind either.
+func (t *Tracer) Close() {
+	if t.reader != nil {
+		t.reader.Close()
+	}
+	closeAll(t.links)
+	t.links = nil
+	for _, c := range t.colls {
+		c.Close()
+	}
+	t.colls = nil
+	for _, m := range t.maps {
+		m.Close()
+	}
+	t.maps = nil
+}
+

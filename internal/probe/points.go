@@ -1,0 +1,120 @@
+// Package probe loads nettrace's BPF programs and attaches each observation
+// point with the best method the running kernel allows, falling back point
+// by point and saying why. It owns the kernel side only: what it reads out
+// is raw event records for package event.
+package probe
+
+import (
+	"github.com/cilium/ebpf"
+)
+
+// Method is a way to attach an observation point.
+type Method string
+
+// Attach methods, from the most to the least precise.
+const (
+	MethodFentry     Method = "fentry"
+	MethodKprobe     Method = "kprobe"
+	MethodTpBTF      Method = "tp_btf"
+	MethodTracepoint Method = "tracepoint"
+	MethodNetfilter  Method = "netfilter"
+	// MethodUser is observation done in user space from other points' events
+	// plus sock_diag and the netns SNMP counters (the syn point's fallback).
+	MethodUser Method = "sock_diag"
+)
+
+// program is one BPF program of a method and what it attaches to.
+type program struct {
+	name string
+	// candidates are the kernel functions (fentry, kprobe) or tracepoints
+	// (tp_btf: "name", tracepoint: "group/name") it may attach to; the first
+	// this kernel has is used.
+	candidates []string
+}
+
+type methodDef struct {
+	method   Method
+	programs []program
+}
+
+type pointDef struct {
+	name    string
+	load    func() (*ebpf.CollectionSpec, error)
+	methods []methodDef
+}
+
+// natCandidates are the functions that bracket one NAT hook's translation
+// with the hook signature (priv, skb, state). nf_nat_ipv4_fn is inlined on
+// 6.x kernels, where nf_nat_inet_fn is what its callers call.
+var natCandidates = []string{"nf_nat_ipv4_fn", "nf_nat_inet_fn"}
+
+func hooked(method Method, candidates []string, names ...string) methodDef {
+	m := methodDef{method: method}
+	for _, n := range names {
+		m.programs = append(m.programs, program{name: n, candidates: candidates})
+	}
+	return m
+}
+
+var points = []pointDef{
+	{name: "nat", load: loadNat, methods: []methodDef{
+		hooked(MethodFentry, natCandidates, "nat_fentry", "nat_fexit"),
+		hooked(MethodKprobe, natCandidates, "nat_kprobe", "nat_kretprobe"),
+		{method: MethodNetfilter, programs: []program{{name: "nat_before"}, {name: "nat_after"}}},
+	}},
+	{name: "route", load: loadRoute, methods: []methodDef{
+		hooked(MethodFentry, []string{"ip_route_me_harder"}, "route_fexit"),
+		hooked(MethodKprobe, []string{"ip_route_me_harder"}, "route_kprobe", "route_kretprobe"),
+		hooked(MethodTpBTF, []string{"fib_table_lookup"}, "route_fib_lookup"),
+	}},
+	{name: "vxlan", load: loadVxlan, methods: []methodDef{
+		{method: MethodFentry, programs: []program{
+			{name: "vxlan_fentry_xmit", candidates: []string{"vxlan_xmit"}},
+			{name: "vxlan_fentry_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
+		}},
+		{method: MethodKprobe, programs: []program{
+			{name: "vxlan_kprobe_xmit", candidates: []string{"vxlan_xmit"}},
+			{name: "vxlan_kprobe_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
+		}},
+		hooked(MethodTpBTF, []string{"net_dev_start_xmit"}, "vxlan_dev_xmit"),
+	}},
+	{name: "syn", load: loadSyn, methods: []methodDef{
+		hooked(MethodFentry, []string{"tcp_conn_request"}, "syn_fentry", "syn_fexit"),
+		hooked(MethodKprobe, []string{"tcp_conn_request"}, "syn_kprobe", "syn_kretprobe"),
+		{method: MethodUser},
+	}},
+	{name: "drop", load: loadDrop, methods: []methodDef{
+		{method: MethodTpBTF, programs: []program{
+			{name: "drop_kfree", candidates: []string{"kfree_skb"}},
+			{name: "drop_consume", candidates: []string{"consume_skb"}},
+		}},
+		hooked(MethodTracepoint, []string{"skb/kfree_skb"}, "drop_kfree_tp"),
+	}},
+	{name: "dev", load: loadDev, methods: []methodDef{
+		{method: MethodTpBTF, programs: []program{
+			{name: "dev_rx", candidates: []string{"netif_receive_skb"}},
+			{name: "dev_tx", candidates: []string{"net_dev_start_xmit"}},
+		}},
+		{method: MethodTracepoint, programs: []program{
+			{name: "dev_rx_tp", candidates: []string{"net/netif_receive_skb"}},
+			{name: "dev_tx_tp", candidates: []string{"net/net_dev_start_xmit"}},
+		}},
+	}},
+	{name: "tcp", load: loadTcp, methods: []methodDef{
+		{method: MethodTpBTF, programs: []program{
+			{name: "tcp_synack_retrans", candidates: []string{"tcp_retransmit_synack"}},
+			{name: "tcp_rst_sent", candidates: []string{"tcp_send_reset"}},
+			{name: "tcp_rst_recv", candidates: []string{"tcp_receive_reset"}},
+			{name: "tcp_state", candidates: []string{"inet_sock_set_state"}},
+		}},
+	}},
+}
+
+// PointNames lists the observation points in report order.
+func PointNames() []string {
+	names := make([]string, len(points))
+	for i, p := range points {
+		names[i] = p.name
+	}
+	return names
+}

@@ -1,0 +1,229 @@
+// Package synwatch is the syn observation point's user-space method, for
+// kernels where tcp_conn_request cannot be probed: a SYN seen entering a
+// namespace's INPUT hook that gets no SYN-ACK back within a grace period is
+// checked against the listener's queues (sock_diag) and the namespace's
+// TcpExt counters, and reported as a syn event. On 6.x a SYN dropped for a
+// full accept queue is consumed, not freed, so no drop event exists for it.
+package synwatch
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+const (
+	tcpSYN = 0x02
+	tcpACK = 0x10
+	tcpRST = 0x04
+	// stateListen is TCP_LISTEN in sock_diag's state numbering.
+	stateListen = 10
+)
+
+// Grace is how long a SYN may wait for its SYN-ACK before it is checked.
+const Grace = 300 * time.Millisecond
+
+type pendingSYN struct {
+	ev   event.Event
+	seen time.Time
+}
+
+type key struct {
+	netns uint32
+	t     event.Tuple
+}
+
+// Watcher tracks SYNs delivered locally until they are answered or judged.
+type Watcher struct {
+	paths    map[uint32]string // netns inode -> path to enter it
+	pending  map[key]pendingSYN
+	counters map[uint32]netstat
+	now      func() time.Time
+}
+
+// New watches SYNs in the given namespaces (only those can be entered for
+// sock_diag and their counters).
+func New(targets []netns.Target) *Watcher {
+	w := &Watcher{paths: map[uint32]string{}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}, now: time.Now}
+	for _, t := range targets {
+		w.AddNamespace(t)
+	}
+	return w
+}
+
+// AddNamespace starts watching a namespace, taking its counters' baseline.
+func (w *Watcher) AddNamespace(t netns.Target) {
+	if _, ok := w.paths[t.Inode]; ok {
+		return
+	}
+	w.paths[t.Inode] = t.Path
+	if c, err := readNetstat(t.Path); err == nil {
+		w.counters[t.Inode] = c
+	}
+}
+
+// Observe feeds one event. SYNs at INPUT become pending; a SYN-ACK or a
+// reset leaving the namespace answers the SYN it replies to.
+func (w *Watcher) Observe(e *event.Event) {
+	if e.Point != event.PointNAT || e.Tuple.Proto != event.ProtoTCP {
+		return
+	}
+	f := e.Tuple.TCPFlags
+	switch {
+	case e.Hook == event.HookInput && f&tcpSYN != 0 && f&tcpACK == 0:
+		if _, ok := w.paths[e.Netns]; ok {
+			w.pending[key{e.Netns, bare(e.Tuple)}] = pendingSYN{ev: *e, seen: w.now()}
+		}
+	case e.Hook == event.HookOutput && (f&(tcpSYN|tcpACK) == tcpSYN|tcpACK || f&tcpRST != 0):
+		delete(w.pending, key{e.Netns, bare(e.Tuple.Reverse())})
+	}
+}
+
+func bare(t event.Tuple) event.Tuple {
+	t.TCPFlags = 0
+	return t
+}
+
+// Expire judges the SYNs whose grace period has passed, calling emit with a
+// syn event for each that reached a listener and was not answered. flush
+// judges all pending SYNs regardless of age (at the end of a run).
+func (w *Watcher) Expire(flush bool, emit func(*event.Event)) {
+	now := w.now()
+	byNetns := map[uint32][]key{}
+	for k, p := range w.pending {
+		if flush || now.Sub(p.seen) >= Grace {
+			byNetns[k.netns] = append(byNetns[k.netns], k)
+		}
+	}
+	for ino, keys := range byNetns {
+		listeners, _ := listenersIn(w.paths[ino])
+		var delta netstat
+		if c, err := readNetstat(w.paths[ino]); err == nil {
+			delta = c.sub(w.counters[ino])
+			w.counters[ino] = c
+		}
+		for _, k := range keys {
+			p := w.pending[k]
+			delete(w.pending, k)
+			l, ok := findListener(listeners, k.t.Dst, k.t.Dport)
+			if !ok {
+				continue // no listener: the kernel resets, the tcp point shows it
+			}
+			e := p.ev
+			e.Point, e.Kind = event.PointSYN, event.KindSYN
+			e.Time += uint64(now.Sub(p.seen))
+			e.SYN = event.SYN{
+				Listener:     netip.AddrPortFrom(k.t.Dst, k.t.Dport),
+				AcceptQueue:  l.RQueue,
+				AcceptMax:    l.WQueue,
+				ListenDrops:  delta.listenDrops,
+				ListenOverfl: delta.listenOverflows,
+			}
+			switch {
+			case l.RQueue > l.WQueue || (delta.listenOverflows > 0 && l.RQueue >= l.WQueue):
+				e.SYN.Outcome = event.SYNDropAcceptQueue
+			case delta.listenDrops > 0:
+				e.SYN.Outcome = event.SYNDropListenDrops
+			default:
+				e.SYN.Outcome = event.SYNNoListenerAnswer
+			}
+			emit(&e)
+		}
+	}
+}
+
+func findListener(ls []*netlink.Socket, addr netip.Addr, port uint16) (*netlink.Socket, bool) {
+	for _, l := range ls {
+		if l.ID.SourcePort != port {
+			continue
+		}
+		la, ok := netip.AddrFromSlice(l.ID.Source)
+		if ok && (la.Unmap() == addr || la.IsUnspecified()) {
+			return l, true
+		}
+	}
+	return nil, false
+}
+
+// listenersIn lists the TCP listening sockets of a namespace. For a
+// listener, sock_diag's rqueue is the accept queue length and wqueue its
+// limit (the listen backlog).
+func listenersIn(path string) ([]*netlink.Socket, error) {
+	var out []*netlink.Socket
+	err := netns.Do(path, func() error {
+		socks, err := netlink.SocketDiagTCP(unix.AF_INET)
+		if err != nil {
+			return fmt.Errorf("sock_diag: %w", err)
+		}
+		for _, s := range socks {
+			if s.State == stateListen {
+				out = append(out, s)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+type netstat struct {
+	listenOverflows uint64
+	listenDrops     uint64
+}
+
+func (a netstat) sub(b netstat) netstat {
+	return netstat{a.listenOverflows - b.listenOverflows, a.listenDrops - b.listenDrops}
+}
+
+// readNetstat reads the TcpExt counters of a namespace: /proc/net/netstat
+// shows those of the reading thread's namespace.
+func readNetstat(path string) (netstat, error) {
+	var raw []byte
+	err := netns.Do(path, func() error {
+		var err error
+		raw, err = os.ReadFile("/proc/thread-self/net/netstat")
+		return err
+	})
+	if err != nil {
+		return netstat{}, fmt.Errorf("read TcpExt counters: %w", err)
+	}
+	return parseNetstat(raw)
+}
+
+// parseNetstat reads the TcpExt header and value lines.
+func parseNetstat(raw []byte) (netstat, error) {
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	var header []string
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || fields[0] != "TcpExt:" {
+			continue
+		}
+		if header == nil {
+			header = fields
+			continue
+		}
+		var n netstat
+		for i := 1; i < len(fields) && i < len(header); i++ {
+			v, _ := strconv.ParseUint(fields[i], 10, 64)
+			switch header[i] {
+			case "ListenOverflows":
+				n.listenOverflows = v
+			case "ListenDrops":
+				n.listenDrops = v
+			}
+		}
+		return n, nil
+	}
+	return netstat{}, fmt.Errorf("no TcpExt counters in netstat")
+}
