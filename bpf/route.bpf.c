@@ -11,6 +11,7 @@
 #include "common.h"
 
 #define NF_INET_LOCAL_OUT 3
+#define RT_TABLE_LOCAL 255
 
 static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event *e)
 {
@@ -108,6 +109,10 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	e.tuple.proto = BPF_CORE_READ(flp, __fl_common.flowic_proto);
 	e.tuple.sport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.sport));
 	e.tuple.dport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.dport));
+	/* Address-type checks (inet_addr_type) look up the local table; they
+	 * are not routing decisions. */
+	if (table == RT_TABLE_LOCAL)
+		return 0;
 	if (slot && slot->active && slot->followed) {
 		e.skb = slot->skb;
 		e.hook = NF_INET_LOCAL_OUT;

@@ -65,6 +65,16 @@ struct {
 	__type(value, __u8);
 } tracked_ct SEC(".maps");
 
+/* Tuples (both directions, flags cleared) of the followed conntrack entries,
+ * so that a reply is followed where no conntrack entry exists (a pod's
+ * namespace without NAT rules). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nt_tuple);
+	__type(value, __u8);
+} tracked_tuple SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -200,14 +210,35 @@ static __always_inline bool nt_netns_watched(__u32 inum)
 	return bpf_map_lookup_elem(&watched_netns, &inum) != NULL;
 }
 
+static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, struct nt_tuple *t);
+
+static __always_inline void nt_track_tuple(struct nt_tuple *t)
+{
+	struct nt_tuple rev = {
+		.saddr = t->daddr, .daddr = t->saddr, .sport = t->dport, .dport = t->sport, .proto = t->proto,
+	};
+	__u8 one = 1;
+
+	t->tcp_flags = 0;
+	bpf_map_update_elem(&tracked_tuple, t, &one, BPF_ANY);
+	bpf_map_update_elem(&tracked_tuple, &rev, &one, BPF_ANY);
+}
+
 static __always_inline void nt_track(__u64 skb, __u64 ct)
 {
+	struct nf_conn *conn = (struct nf_conn *)ct;
+	struct nt_tuple t = {};
 	__u8 one = 1;
 
 	if (skb)
 		bpf_map_update_elem(&tracked_skb, &skb, &one, BPF_ANY);
-	if (ct)
+	if (ct) {
 		bpf_map_update_elem(&tracked_ct, &ct, &one, BPF_ANY);
+		nt_read_ct_tuple(&conn->tuplehash[0].tuple, &t);
+		nt_track_tuple(&t);
+		nt_read_ct_tuple(&conn->tuplehash[1].tuple, &t);
+		nt_track_tuple(&t);
+	}
 	if (!nt_tracking_active()) {
 		__u32 key = 0, on = 1;
 
@@ -223,17 +254,27 @@ static __always_inline bool nt_follow(__u64 skb, __u64 ct, const struct nt_tuple
 				      const struct nt_tuple *inner)
 {
 	bool skb_known = false, ct_known = false;
+	struct nt_tuple key;
 
 	if (filter_len == 0)
 		return true;
 	if (nt_tracking_active()) {
 		skb_known = skb && bpf_map_lookup_elem(&tracked_skb, &skb);
 		ct_known = ct && bpf_map_lookup_elem(&tracked_ct, &ct);
+		if (!skb_known && !ct_known && t) {
+			key = *t;
+			key.tcp_flags = 0;
+			/* A packet of a followed connection counts as a filter
+			 * match: it starts following its own skb and entry. */
+			if (bpf_map_lookup_elem(&tracked_tuple, &key))
+				goto matched;
+		}
 	}
 	if (!skb_known && !ct_known) {
 		if (!(t && nt_filter_match(t)) && !(inner && nt_filter_match(inner)))
 			return false;
 	}
+matched:
 	if (!skb_known || (ct && !ct_known))
 		nt_track(skb_known ? 0 : skb, ct_known ? 0 : ct);
 	return true;
@@ -334,6 +375,7 @@ static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, str
 {
 	struct nf_conntrack_tuple ct;
 
+	__builtin_memset(t, 0, sizeof(*t));
 	if (bpf_probe_read_kernel(&ct, sizeof(ct), src))
 		return;
 	t->saddr = ct.src.u3.ip;

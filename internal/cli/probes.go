@@ -89,7 +89,7 @@ func printProbes(r probesReport) {
 			notes = append(notes, s.Note)
 		}
 		for _, a := range s.Skipped {
-			if a.Method != "" {
+			if a.Method != "" && !strings.HasPrefix(a.Reason, string(a.Method)) {
 				notes = append(notes, fmt.Sprintf("%s: %s", a.Method, a.Reason))
 			} else {
 				notes = append(notes, a.Reason)

@@ -54,7 +54,7 @@ func (s Status) Active() bool { return s.Method != "" }
 
 // sharedMaps are created once and handed to every object: one ring buffer,
 // one set of followed packets and conntrack entries.
-var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "watched_netns", "nat_slots", "tracking"}
+var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking"}
 
 // Tracer is the attached set of observation points.
 type Tracer struct {
@@ -285,9 +285,16 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 	for name, mp := range t.maps {
 		replacements[name] = mp
 	}
+	fail := func(err error) (string, string, error) {
+		err = t.explain(m.method, err)
+		if len(notes) > 0 {
+			err = fmt.Errorf("%w (%s)", err, strings.Join(dedup(notes), "; "))
+		}
+		return "", "", err
+	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
 	if err != nil {
-		return "", "", t.explain(m.method, err)
+		return fail(err)
 	}
 	var links []link.Link
 	for _, p := range m.programs {
@@ -318,7 +325,7 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 		if err != nil {
 			closeAll(links)
 			coll.Close()
-			return "", "", t.explain(m.method, err)
+			return fail(err)
 		}
 		links = append(links, l...)
 	}

@@ -118,3 +118,21 @@ func PointNames() []string {
 	}
 	return names
 }
+
+// ProgramNames lists the kernel-visible names of every nettrace program
+// (the kernel keeps 15 characters), so that leftovers can be recognised.
+func ProgramNames() []string {
+	var names []string
+	for _, p := range points {
+		for _, m := range p.methods {
+			for _, prog := range m.programs {
+				n := prog.name
+				if len(n) > 15 {
+					n = n[:15]
+				}
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}

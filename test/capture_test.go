@@ -1,0 +1,201 @@
+package test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/output"
+)
+
+// A ClusterIP-style DNAT in nat OUTPUT and a MASQUERADE in POSTROUTING:
+// the nat events carry the tuple before and after each, and the conntrack
+// entry's NAT status bits.
+func TestNATTuplesAndConntrack(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	veth(t, client, "c0", "10.98.1.1/24", server, "s0", "10.98.1.2/24")
+	script(t,
+		"ip netns exec "+client+" iptables -t nat -A OUTPUT -d 10.96.77.10 -p tcp --dport 80 -j DNAT --to-destination 10.98.1.2:8080",
+		"ip netns exec "+client+" iptables -t nat -A POSTROUTING -o c0 -j MASQUERADE",
+		"ip -n "+client+" route add 10.96.0.0/16 dev c0",
+		// The client calls from a second address so that MASQUERADE really
+		// rewrites the source (from c0's own address it is a null binding).
+		"ip -n "+client+" addr add 10.99.5.5/32 dev lo",
+	)
+	listen(t, server, "10.98.1.2:8080", 0, true)
+	w := startWatch(t, "--netns", client, "--netns", server, "host 10.96.77.10")
+	if err := dial(t, client, "10.99.5.5", "10.96.77.10:80", 3*time.Second); err != nil {
+		t.Fatalf("client could not connect through the DNAT: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	events, _ := w.stop(t)
+
+	dnat := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "nat" && e.Hook == "OUTPUT" && e.Translated && e.Tuple.Flags == "S"
+	})
+	if len(dnat) == 0 {
+		t.Fatalf("no translated SYN at nat OUTPUT:\n%s", dump(events))
+	}
+	d := dnat[0]
+	if d.Pre.Dst != "10.96.77.10" || d.Pre.Dport != 80 || d.Tuple.Dst != "10.98.1.2" || d.Tuple.Dport != 8080 {
+		t.Errorf("DNAT tuples: pre %+v post %+v", d.Pre, d.Tuple)
+	}
+	if d.CT == nil || !hasString(d.CT.Status, "DST_NAT") || d.CT.Orig.Dst != "10.96.77.10" || d.CT.Reply.Src != "10.98.1.2" {
+		t.Errorf("conntrack of the DNATed SYN: %+v", d.CT)
+	}
+	if d.OutDev != "c0" {
+		t.Errorf("device after the re-route: %q, want c0", d.OutDev)
+	}
+	snat := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "nat" && e.Hook == "POSTROUTING" && e.Tuple.Flags == "S" && e.Netns == client
+	})
+	if len(snat) == 0 || snat[0].CT == nil || !hasString(snat[0].CT.Status, "SRC_NAT") {
+		t.Fatalf("SYN at POSTROUTING without SRC_NAT status:\n%s", dump(snat))
+	}
+	if snat[0].Pre == nil || snat[0].Pre.Src != "10.99.5.5" || snat[0].Tuple.Src != "10.98.1.1" {
+		t.Errorf("MASQUERADE: %+v -> %+v, want source 10.99.5.5 -> 10.98.1.1", snat[0].Pre, snat[0].Tuple)
+	}
+	// The reply is followed through the conntrack entry and un-DNATed.
+	undnat := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "nat" && e.Netns == client && e.Translated && e.CT != nil && e.CT.Direction == "reply" &&
+			e.Tuple.Src == "10.96.77.10" && e.Tuple.Sport == 80
+	})
+	if len(undnat) == 0 {
+		t.Errorf("reply not seen un-DNATed back to 10.96.77.10:80:\n%s", dump(events))
+	}
+	// Followed into the server's namespace by its skb and tuple.
+	if len(find(events, func(e output.JSONEvent) bool { return e.Netns == server && e.Point == "dev" })) == 0 {
+		t.Errorf("packet not followed into the server namespace:\n%s", dump(events))
+	}
+}
+
+// An iptables DROP and a reverse-path-filter drop, with the kernel's
+// drop-reason names.
+func TestDropReasons(t *testing.T) {
+	a, b := newNetns(t, "a"), newNetns(t, "b")
+	veth(t, a, "a0", "10.98.2.1/24", b, "b0", "10.98.2.2/24")
+	script(t,
+		"ip netns exec "+b+" iptables -A INPUT -p tcp --dport 9001 -j DROP",
+		// rp_filter: b routes 10.97.2.0/24 via another device, so a packet
+		// from there arriving on b0 fails the reverse-path check.
+		"ip -n "+b+" link add other0 type veth peer name other1",
+		"ip -n "+b+" link set other0 up",
+		"ip -n "+b+" link set other1 up",
+		"ip -n "+b+" route add 10.97.2.0/24 dev other0",
+		"ip netns exec "+b+" sysctl -qw net.ipv4.conf.all.rp_filter=1",
+		"ip netns exec "+b+" sysctl -qw net.ipv4.conf.b0.rp_filter=1",
+		"ip -n "+a+" addr add 10.97.2.1/32 dev a0",
+	)
+	w := startWatch(t, "--netns", a, "--netns", b, "host 10.98.2.2")
+	dial(t, a, "", "10.98.2.2:9001", 500*time.Millisecond)
+	dial(t, a, "10.97.2.1", "10.98.2.2:9002", 500*time.Millisecond)
+	events, _ := w.stop(t)
+
+	drops := find(events, func(e output.JSONEvent) bool { return e.Point == "drop" })
+	var nf, rpf bool
+	for _, d := range drops {
+		if d.Drop.Reason == "NETFILTER_DROP" && d.Tuple.Dport == 9001 && d.Netns == b {
+			nf = true
+		}
+		if d.Drop.Reason == "IP_RPFILTER" && d.Tuple.Src == "10.97.2.1" && d.Tuple.Dport == 9002 && d.Dev == "b0" {
+			rpf = true
+		}
+		if d.Drop.Location == "" || d.Drop.Location[0] == '0' {
+			t.Errorf("drop location not named: %q", d.Drop.Location)
+		}
+	}
+	if !nf || !rpf {
+		t.Fatalf("NETFILTER_DROP seen %v, IP_RPFILTER seen %v; drops:\n%s", nf, rpf, dump(drops))
+	}
+}
+
+// A vxlan tunnel between two namespaces: the packet is seen entering the
+// vxlan device with its inner tuple, then leaving the underlay encapsulated
+// with VNI and remote VTEP, and decapsulated on the other side.
+func TestVXLANInnerAndOuter(t *testing.T) {
+	n1, n2 := newNetns(t, "n1"), newNetns(t, "n2")
+	veth(t, n1, "eth0", "172.30.0.1/24", n2, "eth0", "172.30.0.2/24")
+	for _, n := range []struct{ ns, local, remote, overlay, peer string }{
+		{n1, "172.30.0.1", "172.30.0.2", "10.240.1.0/32", "10.240.2.0"},
+		{n2, "172.30.0.2", "172.30.0.1", "10.240.2.0/32", "10.240.1.0"},
+	} {
+		script(t,
+			fmt.Sprintf("ip -n %s link add flannel.1 type vxlan id 7 local %s dev eth0 dstport 8472 nolearning", n.ns, n.local),
+			fmt.Sprintf("ip -n %s link set flannel.1 address 02:00:00:00:00:0%s", n.ns, n.overlay[7:8]),
+			fmt.Sprintf("ip -n %s addr add %s dev flannel.1", n.ns, n.overlay),
+			fmt.Sprintf("ip -n %s link set flannel.1 up", n.ns),
+			fmt.Sprintf("ip -n %s route add %s/24 via %s dev flannel.1 onlink", n.ns, n.peer, n.peer),
+			fmt.Sprintf("ip -n %s neigh add %s lladdr 02:00:00:00:00:0%s dev flannel.1", n.ns, n.peer, n.peer[7:8]),
+			fmt.Sprintf("bridge -n %s fdb append 02:00:00:00:00:0%s dev flannel.1 dst %s", n.ns, n.peer[7:8], n.remote),
+		)
+	}
+	listen(t, n2, "10.240.2.0:7070", 0, true)
+	w := startWatch(t, "--netns", n1, "--netns", n2, "port 7070")
+	if err := dial(t, n1, "", "10.240.2.0:7070", 3*time.Second); err != nil {
+		t.Fatalf("connect over vxlan: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	events, _ := w.stop(t)
+
+	enter := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "vxlan" && e.Kind == "enter" && e.Dev == "flannel.1" && e.Tuple.Dport == 7070 && e.Netns == n1
+	})
+	encap := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dport == 7070 && e.Netns == n1
+	})
+	if len(enter) == 0 || len(encap) == 0 {
+		t.Fatalf("vxlan enter %d, encap %d:\n%s", len(enter), len(encap), dump(events))
+	}
+	x := encap[0]
+	if x.VXLAN.VNI != 7 || x.VXLAN.Remote != "172.30.0.2" || x.VXLAN.Local != "172.30.0.1" || x.Dev != "eth0" {
+		t.Errorf("encap facts: %+v on %s", x.VXLAN, x.Dev)
+	}
+	if x.Tuple.Proto != "udp" || x.Tuple.Dport != 8472 || x.Inner.Src != "10.240.1.0" {
+		t.Errorf("outer %+v inner %+v", x.Tuple, x.Inner)
+	}
+	if enter[0].Skb != x.Skb {
+		t.Errorf("inner and encapsulated packet have different skb ids: %s vs %s", enter[0].Skb, x.Skb)
+	}
+	// Received on the far side: outer on eth0, then inner on flannel.1.
+	rx := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "dev" && e.Kind == "rx" && e.Netns == n2 && e.Dev == "flannel.1" && e.Tuple.Dport == 7070
+	})
+	if len(rx) == 0 {
+		t.Errorf("decapsulated packet not seen on n2/flannel.1:\n%s", dump(events))
+	}
+}
+
+// A SYN to a listener whose accept queue is full is reported by the syn
+// point with the queue numbers.
+func TestSYNAcceptQueueFull(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	veth(t, client, "c0", "10.98.3.1/24", server, "s0", "10.98.3.2/24")
+	// backlog 1, never accepted: the queue holds 2 (the kernel drops when
+	// the length exceeds the backlog), the next SYNs are dropped.
+	listen(t, server, "10.98.3.2:8443", 1, false)
+	w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
+	var wg sync.WaitGroup
+	for i := 0; i < 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dial(t, client, "", "10.98.3.2:8443", 1500*time.Millisecond)
+		}()
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	events, _ := w.stop(t)
+
+	syns := find(events, func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped })
+	if len(syns) == 0 {
+		t.Fatalf("no dropped SYN reported:\n%s", dump(events))
+	}
+	s := syns[0]
+	if s.SYN.Outcome != "dropped: accept queue full" || s.SYN.Listener != "10.98.3.2:8443" || s.Netns != server {
+		t.Errorf("syn event: %+v in %s", s.SYN, s.Netns)
+	}
+	if s.SYN.AcceptMax != 1 || s.SYN.AcceptQueue < 2 {
+		t.Errorf("queue numbers %d/%d, want >=2/1", s.SYN.AcceptQueue, s.SYN.AcceptMax)
+	}
+}

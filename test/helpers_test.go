@@ -1,0 +1,271 @@
+// Package test holds nettrace's integration tests: the real binary, real
+// BPF programs on the running kernel, real namespaces, iptables rules and
+// packets. They need root; every test removes what it created, also when
+// it fails.
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/internal/output"
+)
+
+var nettraceBin string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("integration tests need root: skipped")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "nettrace-test")
+	if err != nil {
+		panic(err)
+	}
+	nettraceBin = filepath.Join(dir, "nettrace")
+	build := exec.Command("go", "build", "-o", nettraceBin, "../cmd/nettrace")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Println("build nettrace:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sh runs a command and fails the test on error.
+func sh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// script runs shell lines in order and fails on the first error.
+func script(t *testing.T, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		sh(t, "sh", "-c", l)
+	}
+}
+
+// newNetns creates a namespace with a unique name, removed at cleanup.
+func newNetns(t *testing.T, role string) string {
+	t.Helper()
+	b := make([]byte, 3)
+	rand.Read(b)
+	name := "ntt-" + role + "-" + hex.EncodeToString(b)
+	sh(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	sh(t, "ip", "-n", name, "link", "set", "lo", "up")
+	return name
+}
+
+// inNetns runs fn on a thread inside the namespace: sockets created there
+// stay in it.
+func inNetns(t *testing.T, ns string, fn func() error) {
+	t.Helper()
+	if err := netns.Do(filepath.Join(netns.RunDir, ns), fn); err != nil {
+		t.Fatalf("in netns %s: %v", ns, err)
+	}
+}
+
+// veth links two namespaces with a /24 between them.
+func veth(t *testing.T, a, aIf, aAddr, b, bIf, bAddr string) {
+	t.Helper()
+	script(t,
+		fmt.Sprintf("ip link add %s netns %s type veth peer name %s netns %s", aIf, a, bIf, b),
+		fmt.Sprintf("ip -n %s addr add %s dev %s", a, aAddr, aIf),
+		fmt.Sprintf("ip -n %s addr add %s dev %s", b, bAddr, bIf),
+		fmt.Sprintf("ip -n %s link set %s up", a, aIf),
+		fmt.Sprintf("ip -n %s link set %s up", b, bIf),
+	)
+}
+
+// listen opens a TCP listener in a namespace with an explicit backlog,
+// closed at cleanup. accept=false leaves connections in the accept queue.
+func listen(t *testing.T, ns, addr string, backlog int, accept bool) {
+	t.Helper()
+	var ln net.Listener
+	inNetns(t, ns, func() error {
+		var err error
+		if backlog > 0 {
+			ln, err = listenBacklog(addr, backlog)
+		} else {
+			ln, err = net.Listen("tcp4", addr)
+		}
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	if accept {
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("ok\n"))
+				c.Close()
+			}
+		}()
+	}
+}
+
+// listenBacklog listens with backlog n (net.Listen always uses somaxconn).
+func listenBacklog(addr string, n int) (net.Listener, error) {
+	ta, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	sa := &syscall.SockaddrInet4{Port: ta.Port}
+	copy(sa.Addr[:], ta.IP.To4())
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	if err := syscall.Listen(fd, n); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	return net.FileListener(f)
+}
+
+// dial connects from a namespace and returns what the client saw.
+func dial(t *testing.T, ns, laddr, raddr string, timeout time.Duration) error {
+	t.Helper()
+	var err error
+	inNetns(t, ns, func() error {
+		d := net.Dialer{Timeout: timeout}
+		if laddr != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(laddr)}
+		}
+		var c net.Conn
+		c, err = d.Dial("tcp4", raddr)
+		if err == nil {
+			c.Close()
+		}
+		return nil
+	})
+	return err
+}
+
+// watch is a running `nettrace watch -o json`.
+type watch struct {
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+}
+
+// startWatch starts nettrace watch and waits until it is attached.
+func startWatch(t *testing.T, args ...string) *watch {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	w := &watch{}
+	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", "90s"}, args...)
+	w.cmd = exec.Command(nettraceBin, full...)
+	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
+	if err := w.cmd.Start(); err != nil {
+		t.Fatalf("start nettrace: %v", err)
+	}
+	t.Cleanup(func() {
+		if w.cmd.ProcessState == nil {
+			w.cmd.Process.Kill()
+			w.cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nettrace not ready after 30s; stderr:\n%s", w.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop interrupts watch and returns its events and summary.
+func (w *watch) stop(t *testing.T) ([]output.JSONEvent, map[string]any) {
+	t.Helper()
+	w.cmd.Process.Signal(syscall.SIGINT)
+	if err := w.cmd.Wait(); err != nil {
+		t.Fatalf("nettrace watch: %v\nstderr:\n%s", err, w.stderr.String())
+	}
+	var events []output.JSONEvent
+	var summary map[string]any
+	sc := bufio.NewScanner(&w.stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var probe struct{ Type string }
+		if err := json.Unmarshal(sc.Bytes(), &probe); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		switch probe.Type {
+		case "event":
+			var e output.JSONEvent
+			json.Unmarshal(sc.Bytes(), &e)
+			events = append(events, e)
+		case "summary":
+			json.Unmarshal(sc.Bytes(), &summary)
+		default:
+			t.Fatalf("unknown object type %q", probe.Type)
+		}
+	}
+	if summary == nil {
+		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
+	}
+	return events, summary
+}
+
+// find returns the events that satisfy pred.
+func find(events []output.JSONEvent, pred func(e output.JSONEvent) bool) []output.JSONEvent {
+	var out []output.JSONEvent
+	for _, e := range events {
+		if pred(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func dump(events []output.JSONEvent) string {
+	var b strings.Builder
+	for _, e := range events {
+		j, _ := json.Marshal(e)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

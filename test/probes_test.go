@@ -1,0 +1,155 @@
+package test
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/nettrace-dev/nettrace/internal/probe"
+)
+
+type probesReport struct {
+	Kernel struct {
+		Release  string
+		BTF      bool
+		Lockdown string
+		Kprobes  bool
+	}
+	Points []probe.Status
+}
+
+func runProbes(t *testing.T) probesReport {
+	t.Helper()
+	out, err := exec.Command(nettraceBin, "probes", "--json").Output()
+	if err != nil {
+		t.Fatalf("nettrace probes: %v", err)
+	}
+	var r probesReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("probes JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+func skipReason(s probe.Status, m probe.Method) string {
+	for _, a := range s.Skipped {
+		if a.Method == m {
+			return a.Reason
+		}
+	}
+	return ""
+}
+
+// The mission's kernel functions are probed where kprobes or fentry work;
+// elsewhere the report names why and the fallback in use. The expectation
+// is derived from what this kernel offers, so the same test holds on the
+// CI host (no kprobes, lockdown) and in the VM kernels.
+func TestProbesReportMethodsAndReasons(t *testing.T) {
+	r := runProbes(t)
+	points := map[string]probe.Status{}
+	for _, s := range r.Points {
+		points[s.Point] = s
+	}
+	for _, name := range probe.PointNames() {
+		if _, ok := points[name]; !ok {
+			t.Errorf("point %s missing from the report", name)
+		}
+	}
+	fentryWorks := r.Kernel.Lockdown == "none"
+	mission := map[string]probe.Method{"nat": probe.MethodNetfilter, "route": probe.MethodTpBTF, "vxlan": probe.MethodTpBTF, "syn": probe.MethodUser}
+	for name, fallback := range mission {
+		s := points[name]
+		switch {
+		case fentryWorks || r.Kernel.Kprobes:
+			if s.Method != probe.MethodFentry && s.Method != probe.MethodKprobe {
+				t.Errorf("%s: method %s on a kernel with fentry=%v kprobes=%v; skipped: %+v", name, s.Method, fentryWorks, r.Kernel.Kprobes, s.Skipped)
+			}
+		default:
+			if s.Method != fallback {
+				t.Errorf("%s: method %q, want the fallback %s; skipped: %+v", name, s.Method, fallback, s.Skipped)
+			}
+			if got := skipReason(s, probe.MethodKprobe); !strings.Contains(got, "kprobes not built into this kernel") {
+				t.Errorf("%s: kprobe reason %q", name, got)
+			}
+			if got := skipReason(s, probe.MethodFentry); !strings.Contains(got, "fentry refused: lockdown="+r.Kernel.Lockdown) {
+				t.Errorf("%s: fentry reason %q", name, got)
+			}
+		}
+	}
+	if s := points["nat"]; s.Method == probe.MethodFentry || s.Method == probe.MethodKprobe {
+		if s.Target != "nf_nat_ipv4_fn" && !strings.Contains(s.Note, "inlined here; using "+s.Target) {
+			t.Errorf("nat target %q without naming the inlined function: %q", s.Target, s.Note)
+		}
+	}
+	for _, name := range []string{"drop", "dev", "tcp"} {
+		if m := points[name].Method; m != probe.MethodTpBTF {
+			t.Errorf("%s: method %q, want tp_btf on a BTF kernel", name, m)
+		}
+	}
+}
+
+// ourPrograms counts loaded BPF programs with nettrace's names.
+func ourPrograms(t *testing.T) int {
+	t.Helper()
+	names := map[string]bool{}
+	for _, n := range probe.ProgramNames() {
+		names[n] = true
+	}
+	count := 0
+	id := ebpf.ProgramID(0)
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, syscall.ENOENT) {
+			return count
+		}
+		if err != nil {
+			t.Fatalf("list BPF programs: %v", err)
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // freed meanwhile
+		}
+		info, err := p.Info()
+		p.Close()
+		if err == nil && names[info.Name] {
+			count++
+		}
+	}
+}
+
+// SIGKILL gives the tracer no chance to clean up: everything it attached
+// must go with its file descriptors.
+func TestNoResidueAfterSIGKILL(t *testing.T) {
+	// Programs of earlier runs are freed asynchronously after their exit.
+	waitNoPrograms(t, "before the test")
+	ns := newNetns(t, "kill")
+	w := startWatch(t, "--netns", ns, "port 1")
+	if n := ourPrograms(t); n == 0 {
+		t.Fatal("no nettrace program loaded while watch runs")
+	}
+	w.cmd.Process.Kill()
+	w.cmd.Wait()
+	waitNoPrograms(t, "after SIGKILL")
+}
+
+func waitNoPrograms(t *testing.T, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := ourPrograms(t)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nettrace programs still loaded 10s %s", n, when)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
