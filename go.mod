@@ -20,3 +20,5 @@ require (
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	golang.org/x/sys v0.49.0
 )
+
+tool github.com/cilium/ebpf/cmd/bpf2go

@@ -79,6 +79,8 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	if (!followed && !nt_follow(e.skb, nt_ct_of(skb), &e.tuple, NULL))
 		goto out;
 	nt_fill_ct(skb, &e);
+	if (filter_len && (e.flags & NT_F_CT) && !(e.ct.status & IPS_CONFIRMED))
+		nt_track_ct_tuples(e.ct.id);
 	out = nt_dst_dev(skb);
 	if (out) {
 		e.u.nat.out_ifindex = BPF_CORE_READ(out, ifindex);

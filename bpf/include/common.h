@@ -224,20 +224,28 @@ static __always_inline void nt_track_tuple(struct nt_tuple *t)
 	bpf_map_update_elem(&tracked_tuple, &rev, &one, BPF_ANY);
 }
 
-static __always_inline void nt_track(__u64 skb, __u64 ct)
+/* Follows both directions of a conntrack entry by tuple. NAT rewrites the
+ * reply tuple of a new entry, so the nat point calls this again after it. */
+static __always_inline void nt_track_ct_tuples(__u64 ct)
 {
 	struct nf_conn *conn = (struct nf_conn *)ct;
 	struct nt_tuple t = {};
+
+	nt_read_ct_tuple(&conn->tuplehash[0].tuple, &t);
+	nt_track_tuple(&t);
+	nt_read_ct_tuple(&conn->tuplehash[1].tuple, &t);
+	nt_track_tuple(&t);
+}
+
+static __always_inline void nt_track(__u64 skb, __u64 ct)
+{
 	__u8 one = 1;
 
 	if (skb)
 		bpf_map_update_elem(&tracked_skb, &skb, &one, BPF_ANY);
 	if (ct) {
 		bpf_map_update_elem(&tracked_ct, &ct, &one, BPF_ANY);
-		nt_read_ct_tuple(&conn->tuplehash[0].tuple, &t);
-		nt_track_tuple(&t);
-		nt_read_ct_tuple(&conn->tuplehash[1].tuple, &t);
-		nt_track_tuple(&t);
+		nt_track_ct_tuples(ct);
 	}
 	if (!nt_tracking_active()) {
 		__u32 key = 0, on = 1;

@@ -272,10 +272,10 @@ func (r *watchRun) loop() error {
 				r.log.Warn().Err(derr).Msg("undecodable record")
 				continue
 			}
-			if r.syn != nil {
-				r.syn.Observe(&ev)
-			}
 			emit(&ev)
+			if r.syn != nil {
+				r.syn.Observe(&ev, emit)
+			}
 			if werr != nil {
 				return fmt.Errorf("write output: %w", werr)
 			}

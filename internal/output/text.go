@@ -77,6 +77,9 @@ func (t *Text) Event(e *event.Event) error {
 		where += "/" + name
 	}
 	what := e.Point.String() + " " + e.Kind.String()
+	if e.Kind.String() == e.Point.String() {
+		what = e.Point.String()
+	}
 	if e.Point == event.PointNAT || e.Hook != event.HookNone {
 		what = e.Point.String() + " " + e.Hook.String()
 	}
@@ -109,8 +112,10 @@ func (t *Text) Event(e *event.Event) error {
 			detail = append(detail, fmt.Sprintf("vni %d vtep %s -> %s", e.VXLAN.VNI, e.VXLAN.Local, e.VXLAN.Remote))
 		}
 	case event.PointSYN:
-		detail = append(detail, FormatTuple(e.Tuple), fmt.Sprintf("listener %s: %s (accept queue %d/%d, syn queue %d)",
-			e.SYN.Listener, e.SYN.Outcome, e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue))
+		detail = append(detail, FormatTuple(e.Tuple), fmt.Sprintf("listener %s: %s", e.SYN.Listener, e.SYN.Outcome))
+		if e.SYN.AcceptMax > 0 {
+			detail = append(detail, fmt.Sprintf("(accept queue %d/%d, syn queue %d)", e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue))
+		}
 		if e.SYN.ListenDrops > 0 || e.SYN.ListenOverfl > 0 {
 			detail = append(detail, fmt.Sprintf("ListenOverflows +%d ListenDrops +%d", e.SYN.ListenOverfl, e.SYN.ListenDrops))
 		}
@@ -130,7 +135,7 @@ func (t *Text) Event(e *event.Event) error {
 	if ct := t.ctRef(e); ct != "" {
 		detail = append(detail, ct)
 	}
-	_, err := fmt.Fprintf(t.w, "%s %-20s %-17s %s\n", t.names.wall(e.Time).Format("15:04:05.000000"),
+	_, err := fmt.Fprintf(t.w, "%s %-24s %-17s %s\n", t.names.wall(e.Time).Format("15:04:05.000000"),
 		where, what, strings.Join(detail, " "))
 	return err
 }

@@ -73,9 +73,10 @@ func (w *Watcher) AddNamespace(t netns.Target) {
 	}
 }
 
-// Observe feeds one event. SYNs at INPUT become pending; a SYN-ACK or a
-// reset leaving the namespace answers the SYN it replies to.
-func (w *Watcher) Observe(e *event.Event) {
+// Observe feeds one event. SYNs at INPUT become pending; a reset leaving
+// the namespace answers the SYN it replies to, and a SYN-ACK makes emit
+// report the SYN as queued at its listener.
+func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 	if e.Point != event.PointNAT || e.Tuple.Proto != event.ProtoTCP {
 		return
 	}
@@ -85,8 +86,19 @@ func (w *Watcher) Observe(e *event.Event) {
 		if _, ok := w.paths[e.Netns]; ok {
 			w.pending[key{e.Netns, bare(e.Tuple)}] = pendingSYN{ev: *e, seen: w.now()}
 		}
-	case e.Hook == event.HookOutput && (f&(tcpSYN|tcpACK) == tcpSYN|tcpACK || f&tcpRST != 0):
+	case e.Hook == event.HookOutput && f&tcpRST != 0:
 		delete(w.pending, key{e.Netns, bare(e.Tuple.Reverse())})
+	case e.Hook == event.HookOutput && f&(tcpSYN|tcpACK) == tcpSYN|tcpACK:
+		k := key{e.Netns, bare(e.Tuple.Reverse())}
+		p, ok := w.pending[k]
+		if !ok {
+			return
+		}
+		delete(w.pending, k)
+		syn := p.ev
+		syn.Point, syn.Kind, syn.Time = event.PointSYN, event.KindSYN, e.Time
+		syn.SYN = event.SYN{Listener: netip.AddrPortFrom(k.t.Dst, k.t.Dport), Outcome: event.SYNQueued}
+		emit(&syn)
 	}
 }
 
@@ -96,8 +108,10 @@ func bare(t event.Tuple) event.Tuple {
 }
 
 // Expire judges the SYNs whose grace period has passed, calling emit with a
-// syn event for each that reached a listener and was not answered. flush
-// judges all pending SYNs regardless of age (at the end of a run).
+// syn event for each that reached a listener, was not answered, and has
+// evidence of a drop: the accept queue is full or the namespace's listen
+// drop counters moved. Without evidence nothing is claimed. flush judges
+// all pending SYNs regardless of age (at the end of a run).
 func (w *Watcher) Expire(flush bool, emit func(*event.Event)) {
 	now := w.now()
 	byNetns := map[uint32][]key{}
@@ -136,7 +150,7 @@ func (w *Watcher) Expire(flush bool, emit func(*event.Event)) {
 			case delta.listenDrops > 0:
 				e.SYN.Outcome = event.SYNDropListenDrops
 			default:
-				e.SYN.Outcome = event.SYNNoListenerAnswer
+				continue
 			}
 			emit(&e)
 		}

@@ -172,14 +172,13 @@ const (
 	SYNDropAcceptQueue  SYNOutcome = 2
 	SYNDropSYNQueue     SYNOutcome = 3
 	SYNDropOther        SYNOutcome = 4
-	SYNDropListenDrops  SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
-	SYNNoListenerAnswer SYNOutcome = 6 // seen in user space: delivered, never answered
+	SYNDropListenDrops SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
 )
 
 var synOutcomeNames = map[SYNOutcome]string{
 	SYNQueued: "queued", SYNDropAcceptQueue: "dropped: accept queue full",
 	SYNDropSYNQueue: "dropped: SYN queue full", SYNDropOther: "dropped: no request created (PAWS, LSM or memory)",
-	SYNDropListenDrops: "dropped by the listener (ListenDrops)", SYNNoListenerAnswer: "not answered",
+	SYNDropListenDrops: "dropped by the listener (ListenDrops)",
 }
 
 func (o SYNOutcome) String() string {

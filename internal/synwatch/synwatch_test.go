@@ -1,0 +1,76 @@
+package synwatch
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+func TestParseNetstat(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		want    netstat
+		wantErr bool
+	}{
+		{"both", "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 12 14\nIpExt: InNoRoutes\nIpExt: 0\n", netstat{12, 14}, false},
+		{"order independent", "TcpExt: ListenDrops X ListenOverflows\nTcpExt: 3 9 2\n", netstat{2, 3}, false},
+		{"no TcpExt", "IpExt: InNoRoutes\nIpExt: 0\n", netstat{}, true},
+		{"header only", "TcpExt: ListenDrops\n", netstat{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseNetstat([]byte(tt.raw))
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("%s: got %+v, %v; want %+v, error %v", tt.name, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func synAt(hook event.Hook, src string, sport uint16, dst string, dport uint16, flags uint8) *event.Event {
+	return &event.Event{Point: event.PointNAT, Hook: hook, Netns: 42, Tuple: event.Tuple{
+		Src: netip.MustParseAddr(src), Sport: sport, Dst: netip.MustParseAddr(dst), Dport: dport,
+		Proto: event.ProtoTCP, TCPFlags: flags}}
+}
+
+func TestObservePairsSYNWithItsAnswer(t *testing.T) {
+	tests := []struct {
+		name        string
+		events      []*event.Event
+		wantPending int
+		wantQueued  int
+	}{
+		{"SYN alone waits", []*event.Event{synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN)}, 1, 0},
+		{"SYN-ACK answers (queued)", []*event.Event{
+			synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN),
+			synAt(event.HookOutput, "10.0.0.2", 80, "10.0.0.1", 5000, tcpSYN|tcpACK)}, 0, 1},
+		{"RST answers", []*event.Event{
+			synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN),
+			synAt(event.HookOutput, "10.0.0.2", 80, "10.0.0.1", 5000, tcpRST|tcpACK)}, 0, 0},
+		{"answer to another port does not", []*event.Event{
+			synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN),
+			synAt(event.HookOutput, "10.0.0.2", 80, "10.0.0.1", 5001, tcpSYN|tcpACK)}, 1, 0},
+		{"SYN-ACK at INPUT is not a SYN", []*event.Event{synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN|tcpACK)}, 0, 0},
+		{"SYN in OUTPUT is outgoing", []*event.Event{synAt(event.HookOutput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN)}, 0, 0},
+	}
+	for _, tt := range tests {
+		w := &Watcher{paths: map[uint32]string{42: "/nonexistent"}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
+		w.now = func() (t0 time.Time) { return }
+		var queued []*event.Event
+		for _, e := range tt.events {
+			w.Observe(e, func(e *event.Event) { queued = append(queued, e) })
+		}
+		if len(w.pending) != tt.wantPending {
+			t.Errorf("%s: %d pending, want %d", tt.name, len(w.pending), tt.wantPending)
+		}
+		if len(queued) != tt.wantQueued {
+			t.Errorf("%s: %d queued, want %d", tt.name, len(queued), tt.wantQueued)
+		}
+		for _, q := range queued {
+			if q.Point != event.PointSYN || q.SYN.Outcome != event.SYNQueued || q.SYN.Listener.String() != "10.0.0.2:80" {
+				t.Errorf("%s: queued event %+v", tt.name, q.SYN)
+			}
+		}
+	}
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing nettrace need, from Debian's packages,
+# when it is missing. Safe to run repeatedly.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have clang || need+=(clang)
+have llvm-strip || need+=(llvm)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+have bpftool || [ -x /usr/sbin/bpftool ] || need+=(bpftool)
+have ip || need+=(iproute2)
+have bridge || need+=(iproute2)
+have iptables || need+=(iptables)
+have nc || need+=(netcat-openbsd)
+
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing ${need[*]}; run as root to install them" >&2
+		exit 1
+	fi
+	echo "deps: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! have go && [ ! -x /usr/local/go/bin/go ]; then
+	echo "deps: Go is not installed (expected at /usr/local/go)" >&2
+	exit 1
+fi
