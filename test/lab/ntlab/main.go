@@ -1,0 +1,91 @@
+// Command ntlab builds nettrace's incident lab: ntlab up SCENARIO, ntlab
+// traffic SCENARIO, ntlab down (and ntlab serve, which up runs in pods).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nettrace-dev/nettrace/test/lab"
+)
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `usage:
+  ntlab up SCENARIO        build the lab for SCENARIO (replacing any lab up)
+  ntlab traffic SCENARIO   drive the scenario's clients, print what they saw
+  ntlab down               remove every lab namespace and server
+  ntlab list               list the scenarios
+
+scenarios: %s
+`, strings.Join(lab.Names(), ", "))
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	if err := run(os.Args[1], os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "ntlab: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(cmd string, args []string) error {
+	if cmd != "list" && os.Geteuid() != 0 {
+		return fmt.Errorf("needs root (network namespaces)")
+	}
+	switch cmd {
+	case "up", "traffic":
+		if len(args) != 1 {
+			usage()
+			os.Exit(2)
+		}
+		if cmd == "up" {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			sc, err := lab.Up(args[0], self)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("lab up: %s: %s\n", sc.Name, sc.Description)
+			return nil
+		}
+		sc, err := lab.Lookup(args[0])
+		if err != nil {
+			return err
+		}
+		outs, err := lab.Traffic(sc)
+		if err != nil {
+			return err
+		}
+		for _, o := range outs {
+			fmt.Println(o)
+		}
+		return nil
+	case "down":
+		return lab.Down()
+	case "list":
+		for _, n := range lab.Names() {
+			sc, _ := lab.Lookup(n)
+			fmt.Printf("%-24s %s\n", n, sc.Description)
+		}
+		return nil
+	case "serve":
+		fs := flag.NewFlagSet("serve", flag.ExitOnError)
+		addr := fs.String("addr", "", "address:port to listen on")
+		name := fs.String("name", "", "name to answer with")
+		backlog := fs.Int("backlog", 0, "listen backlog (0: 4096)")
+		noAccept := fs.Bool("no-accept", false, "never accept: connections stay in the accept queue")
+		ready := fs.String("ready-file", "", "created once listening")
+		fs.Parse(args)
+		return lab.Serve(*addr, *name, *backlog, !*noAccept, *ready)
+	}
+	usage()
+	os.Exit(2)
+	return nil
+}

@@ -1,0 +1,131 @@
+package lab
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"strings"
+)
+
+// natTable accumulates an iptables-restore nat table: chain declarations
+// first, then rules, as iptables-save prints them.
+type natTable struct {
+	chains []string
+	rules  []string
+}
+
+func (t *natTable) chain(names ...string) {
+	for _, n := range names {
+		t.chains = append(t.chains, ":"+n+" - [0:0]")
+	}
+}
+
+func (t *natTable) add(format string, args ...any) {
+	t.rules = append(t.rules, fmt.Sprintf(format, args...))
+}
+
+func (t *natTable) String() string {
+	var b strings.Builder
+	b.WriteString("*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n")
+	for _, c := range t.chains {
+		b.WriteString(c + "\n")
+	}
+	for _, r := range t.rules {
+		b.WriteString(r + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// chainHash names a chain the way kube-proxy does: a prefix and 16
+// characters of base32 of a SHA-256.
+func chainHash(prefix, seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	return prefix + base32.StdEncoding.EncodeToString(sum[:])[:16]
+}
+
+// kubeProxyBase is what kube-proxy (iptables mode) writes on every node.
+func kubeProxyBase(t *natTable) {
+	t.chain("KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ")
+	t.add(`-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
+	t.add(`-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`)
+	t.add(`-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING`)
+	t.add(`-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000`)
+	t.add(`-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN`)
+	t.add(`-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0`)
+	t.add(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
+}
+
+// kubeProxyNodePorts must be the last rule of KUBE-SERVICES.
+func kubeProxyNodePorts(t *natTable) {
+	t.add(`-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`)
+}
+
+// flannel writes these POSTROUTING rules for its node's pod subnet;
+// staleRETURN is the rule a flanneld killed without cleanup left behind for
+// another node's subnet, before the MASQUERADE that SNATs node traffic to pods.
+func flannel(t *natTable, podCIDR, staleRETURN string) {
+	t.add(`-A POSTROUTING -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, ClusterCIDR, ClusterCIDR)
+	t.add(`-A POSTROUTING -s %s ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, ClusterCIDR)
+	if staleRETURN != "" {
+		t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, ClusterCIDR, staleRETURN)
+	}
+	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, ClusterCIDR, podCIDR)
+	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, ClusterCIDR, ClusterCIDR)
+}
+
+type endpoint struct{ ip, port string }
+
+// service is one kube-proxy Service: KUBE-SVC with a random choice among
+// its endpoints' KUBE-SEP chains. masqOffCluster adds the rule kube-proxy
+// writes with --cluster-cidr: traffic from outside the cluster is marked
+// for MASQUERADE.
+type service struct {
+	name, clusterIP, port string
+	endpoints             []endpoint
+	masqOffCluster        bool
+}
+
+func (s service) svcChain() string { return chainHash("KUBE-SVC-", s.name) }
+
+func (s service) write(t *natTable) {
+	svc := s.svcChain()
+	t.chain(svc)
+	comment := fmt.Sprintf(`"default/%s cluster IP"`, s.name)
+	t.add(`-A KUBE-SERVICES -d %s/32 -p tcp -m comment --comment %s -m tcp --dport %s -j %s`, s.clusterIP, comment, s.port, svc)
+	if s.masqOffCluster {
+		t.add(`-A %s ! -s %s -d %s/32 -p tcp -m comment --comment %s -m tcp --dport %s -j KUBE-MARK-MASQ`, svc, ClusterCIDR, s.clusterIP, comment, s.port)
+	}
+	for i, ep := range s.endpoints {
+		sep := chainHash("KUBE-SEP-", s.name+ep.ip)
+		t.chain(sep)
+		to := ep.ip + ":" + ep.port
+		if left := len(s.endpoints) - i; left > 1 {
+			t.add(`-A %s -m comment --comment "default/%s -> %s" -m statistic --mode random --probability %.11f -j %s`, svc, s.name, to, 1/float64(left), sep)
+		} else {
+			t.add(`-A %s -m comment --comment "default/%s -> %s" -j %s`, svc, s.name, to, sep)
+		}
+		t.add(`-A %s -s %s/32 -m comment --comment "default/%s" -j KUBE-MARK-MASQ`, sep, ep.ip, s.name)
+		t.add(`-A %s -p tcp -m comment --comment "default/%s" -m tcp -j DNAT --to-destination %s`, sep, s.name, to)
+	}
+}
+
+// hostPort is what the CNI portmap plugin writes for one container's
+// hostPort mapping.
+func hostPort(t *natTable, containerID, hostPortNum, podIP, podPort string) {
+	chain := "CNI-DN-" + fmt.Sprintf("%x", sha256.Sum256([]byte(containerID)))[:21]
+	t.chain(chain)
+	t.add(`-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \"cbr0\" id: \"%s\"" -m multiport --dports %s -j %s`, containerID, hostPortNum, chain)
+	t.add(`-A %s -s 10.244.1.0/24 -p tcp -m tcp --dport %s -j CNI-HOSTPORT-SETMARK`, chain, hostPortNum)
+	t.add(`-A %s -s 127.0.0.1/32 -p tcp -m tcp --dport %s -j CNI-HOSTPORT-SETMARK`, chain, hostPortNum)
+	t.add(`-A %s -p tcp -m tcp --dport %s -j DNAT --to-destination %s:%s`, chain, hostPortNum, podIP, podPort)
+}
+
+func portmapBase(t *natTable) {
+	t.chain("CNI-HOSTPORT-DNAT", "CNI-HOSTPORT-SETMARK", "CNI-HOSTPORT-MASQ")
+	t.add(`-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT`)
+	t.add(`-A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT`)
+	t.add(`-A POSTROUTING -m comment --comment "CNI portfwd requiring masquerade" -j CNI-HOSTPORT-MASQ`)
+	t.add(`-A CNI-HOSTPORT-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE`)
+	t.add(`-A CNI-HOSTPORT-SETMARK -m comment --comment "CNI portfwd masquerade mark" -j MARK --set-xmark 0x2000/0x2000`)
+}

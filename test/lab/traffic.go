@@ -1,0 +1,202 @@
+package lab
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+)
+
+// Result is what a client saw.
+type Result string
+
+// Client results.
+const (
+	Connected   Result = "connected"
+	TimedOut    Result = "timed out"
+	Reset       Result = "reset"
+	Refused     Result = "refused"
+	Unreachable Result = "unreachable"
+	Failed      Result = "failed"
+)
+
+// Outcome is one connection attempt.
+type Outcome struct {
+	From     string
+	Target   string
+	Result   Result
+	ServedBy string // the pod that answered, when connected
+	Elapsed  time.Duration
+	Err      string
+}
+
+func (o Outcome) String() string {
+	s := fmt.Sprintf("%s -> %s: %s after %s", o.From, o.Target, o.Result, o.Elapsed.Round(time.Millisecond))
+	if o.ServedBy != "" {
+		s += " (served by " + o.ServedBy + ")"
+	} else if o.Result == Connected {
+		s += " (no reply: " + o.Err + ")"
+	}
+	if o.Err != "" && o.Result == Failed {
+		s += ": " + o.Err
+	}
+	return s
+}
+
+// Traffic drives the scenario's clients and reports what each saw.
+func Traffic(sc *Scenario) ([]Outcome, error) {
+	var out []Outcome
+	for _, c := range sc.Clients {
+		res := make([]Outcome, c.Count)
+		var wg sync.WaitGroup
+		var errMu sync.Mutex
+		var firstErr error
+		for i := 0; i < c.Count; i++ {
+			attempt := func(i int) {
+				defer wg.Done()
+				o, err := connect(c)
+				if err != nil {
+					errMu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					errMu.Unlock()
+				}
+				res[i] = o
+			}
+			wg.Add(1)
+			if c.Concurrent {
+				go attempt(i)
+				// Stagger the SYNs so that they reach the listener one after
+				// the other, as real clients would.
+				time.Sleep(20 * time.Millisecond)
+			} else {
+				attempt(i)
+			}
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return nil, firstErr
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+func connect(c Client) (Outcome, error) {
+	o := Outcome{From: c.Namespace, Target: c.Target}
+	if c.Src != "" {
+		o.From += " (" + c.Src + ")"
+	}
+	start := time.Now()
+	var conn net.Conn
+	var derr error
+	err := netns.Do(filepath.Join(netns.RunDir, c.Namespace), func() error {
+		d := net.Dialer{Timeout: c.Timeout}
+		if c.Src != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.Src)}
+		}
+		conn, derr = d.Dial("tcp4", c.Target)
+		return nil
+	})
+	if err != nil {
+		return o, err
+	}
+	o.Result = classify(derr)
+	if derr != nil {
+		o.Err = derr.Error()
+	} else {
+		// Connected: the handshake completed. A server that never accepts
+		// leaves the connection in its accept queue without a reply.
+		conn.SetDeadline(time.Now().Add(c.Timeout))
+		line, rerr := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		o.ServedBy = strings.TrimSpace(line)
+		if rerr != nil {
+			o.Err = rerr.Error()
+		}
+	}
+	o.Elapsed = time.Since(start)
+	return o, nil
+}
+
+func classify(err error) Result {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return Connected
+	case errors.As(err, &ne) && ne.Timeout():
+		return TimedOut
+	case errors.Is(err, syscall.ECONNRESET):
+		return Reset
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return Refused
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return Unreachable
+	}
+	return Failed
+}
+
+// ListenBacklog listens on addr with an explicit backlog (net.Listen always
+// uses somaxconn).
+func ListenBacklog(addr string, backlog int) (net.Listener, error) {
+	ta, err := net.ResolveTCPAddr("tcp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	sa := &syscall.SockaddrInet4{Port: ta.Port}
+	copy(sa.Addr[:], ta.IP.To4())
+	if err := syscall.Bind(fd, sa); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("bind %s: %w", addr, err)
+	}
+	if err := syscall.Listen(fd, backlog); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	return net.FileListener(f)
+}
+
+// Serve answers every connection with name and a newline, or, with
+// accept=false, leaves connections in the accept queue. It runs until
+// killed.
+func Serve(addr, name string, backlog int, accept bool, readyFile string) error {
+	if backlog <= 0 {
+		backlog = 4096
+	}
+	ln, err := ListenBacklog(addr, backlog)
+	if err != nil {
+		return err
+	}
+	if readyFile != "" {
+		if err := os.WriteFile(readyFile, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if !accept {
+		select {}
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			c.Write([]byte(name + "\n"))
+			c.Close()
+		}()
+	}
+}
