@@ -3,10 +3,11 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH):/usr/sbin:/sbin
 
 BIN := bin/nettrace
+LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
 BPF_GEN := internal/probe/nat_bpfel.go
 
-.PHONY: all deps generate build test unit-test integration-test demo vmlinux clean
+.PHONY: all deps generate build test unit-test integration-test demo lab-down vmlinux clean
 
 all: build
 
@@ -20,6 +21,7 @@ generate: deps $(BPF_GEN)
 
 build: generate
 	go build -o $(BIN) ./cmd/nettrace
+	go build -o $(LAB) ./test/lab/ntlab
 
 # Regenerate vmlinux.h from the running kernel's BTF. CO-RE relocates the
 # programs on other kernels, so this is needed only for new kernel types.
@@ -36,7 +38,11 @@ integration-test: generate
 test: unit-test integration-test
 
 demo: build
-	scripts/demo.sh $(BIN)
+	scripts/demo.sh $(BIN) $(LAB)
+
+# Removes whatever a lab run left (namespaces, servers).
+lab-down: build
+	$(LAB) down
 
 clean:
 	rm -rf bin internal/probe/*_bpfel.go internal/probe/*_bpfel.o

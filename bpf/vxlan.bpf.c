@@ -10,9 +10,23 @@
  */
 #include "common.h"
 
+/* Packets handed to a vxlan device, by skb, for the fallback: only these
+ * are encapsulated by this host when they leave the underlay device (a
+ * router forwarding vxlan traffic is not encapsulating it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u8);
+} vxlan_entered SEC(".maps");
+
 static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev)
 {
 	struct nt_event e;
+	__u64 id = (__u64)skb;
+	__u8 one = 1;
+
+	bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
 
 	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
 	if (!nt_observe_skb(skb, dev, false, &e, NULL))
@@ -100,12 +114,17 @@ int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 {
 	struct nt_event e;
 	__u32 vni = 0;
+	__u64 id;
 
 	if (vxlan_is_vxlan_dev(dev)) {
 		vxlan_enter(skb, dev);
 		return 0;
 	}
-	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
+	id = (__u64)skb;
+	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
+		return 0;
+	bpf_map_delete_elem(&vxlan_entered, &id);
+	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
 	if (!nt_parse_skb(skb, false, &e, &vni) || !(e.flags & NT_F_INNER))
 		return 0;
 	if (!nt_netns_watched(nt_dev_netns(dev)))

@@ -22,9 +22,10 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
-var nettraceBin string
+var nettraceBin, labBin string
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
@@ -36,11 +37,14 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	nettraceBin = filepath.Join(dir, "nettrace")
-	build := exec.Command("go", "build", "-o", nettraceBin, "../cmd/nettrace")
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Println("build nettrace:", err)
-		os.Exit(1)
+	labBin = filepath.Join(dir, "ntlab")
+	for bin, pkg := range map[string]string{nettraceBin: "../cmd/nettrace", labBin: "./lab/ntlab"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Println("build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -106,7 +110,7 @@ func listen(t *testing.T, ns, addr string, backlog int, accept bool) {
 	inNetns(t, ns, func() error {
 		var err error
 		if backlog > 0 {
-			ln, err = listenBacklog(addr, backlog)
+			ln, err = lab.ListenBacklog(addr, backlog)
 		} else {
 			ln, err = net.Listen("tcp4", addr)
 		}
@@ -125,31 +129,6 @@ func listen(t *testing.T, ns, addr string, backlog int, accept bool) {
 			}
 		}()
 	}
-}
-
-// listenBacklog listens with backlog n (net.Listen always uses somaxconn).
-func listenBacklog(addr string, n int) (net.Listener, error) {
-	ta, err := net.ResolveTCPAddr("tcp4", addr)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	sa := &syscall.SockaddrInet4{Port: ta.Port}
-	copy(sa.Addr[:], ta.IP.To4())
-	if err := syscall.Bind(fd, sa); err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	if err := syscall.Listen(fd, n); err != nil {
-		syscall.Close(fd)
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), "listener")
-	defer f.Close()
-	return net.FileListener(f)
 }
 
 // dial connects from a namespace and returns what the client saw.

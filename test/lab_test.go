@@ -1,0 +1,276 @@
+package test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
+)
+
+// labRun is one scenario brought up, watched while its traffic runs, and
+// torn down at cleanup.
+type labRun struct {
+	outcomes []lab.Outcome
+	events   []output.JSONEvent
+}
+
+func runScenario(t *testing.T, name, filter string) labRun {
+	t.Helper()
+	sc, err := lab.Up(name, labBin)
+	t.Cleanup(func() {
+		if err := lab.Down(); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{}
+	for _, ns := range lab.Namespaces() {
+		args = append(args, "--netns", ns)
+	}
+	w := startWatch(t, append(args, filter)...)
+	outs, err := lab.Traffic(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _ := w.stop(t)
+	for _, o := range outs {
+		t.Log(o)
+	}
+	return labRun{outs, events}
+}
+
+func (r labRun) results() map[lab.Result]int {
+	m := map[lab.Result]int{}
+	for _, o := range r.outcomes {
+		m[o.Result]++
+	}
+	return m
+}
+
+func (r labRun) require(t *testing.T, what string, pred func(e output.JSONEvent) bool) output.JSONEvent {
+	t.Helper()
+	got := find(r.events, pred)
+	if len(got) == 0 {
+		t.Fatalf("nettrace did not show %s; events:\n%s", what, dump(r.events))
+	}
+	return got[0]
+}
+
+func (r labRun) forbid(t *testing.T, what string, pred func(e output.JSONEvent) bool) {
+	t.Helper()
+	if got := find(r.events, pred); len(got) > 0 {
+		t.Errorf("nettrace showed %s on the healthy path:\n%s", what, dump(got))
+	}
+}
+
+func isSYN(e output.JSONEvent) bool { return e.Tuple.Proto == "tcp" && e.Tuple.Flags == "S" }
+
+func inNs(e output.JSONEvent, ns string) bool { return e.Netns == ns }
+
+func TestLabSNATMissing(t *testing.T) {
+	for _, healthy := range []bool{false, true} {
+		name := "snat-missing"
+		if healthy {
+			name += "-healthy"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := runScenario(t, name, "host "+lab.SNATServiceIP)
+			res := r.results()
+			dnat := r.require(t, "the DNAT of the ClusterIP at node 1's OUTPUT", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
+					e.Pre.Dst == lab.SNATServiceIP && e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
+			})
+			if dnat.OutDev != "flannel.1" {
+				t.Errorf("re-route after DNAT chose %q, want flannel.1", dnat.OutDev)
+			}
+			post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e)
+			})
+			encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP
+			})
+			if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
+				t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
+			}
+			if got := find(r.events, func(e output.JSONEvent) bool { return e.Point == "vxlan" && !inNs(e, lab.NsNode1) && e.Kind == "encap" }); len(got) > 0 {
+				t.Errorf("encapsulation claimed outside node 1 (the underlay only forwards it):\n%s", dump(got))
+			}
+			rpfilter := func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == "IP_RPFILTER" && e.Tuple.Src == lab.Pod2IP && e.Dev == "eth0"
+			}
+			if !healthy {
+				if res[lab.TimedOut] != 1 {
+					t.Fatalf("client outcomes %v, want a timeout", res)
+				}
+				if post.Translated || post.Tuple.Src != lab.Node1IP || encap.Inner.Src != lab.Node1IP {
+					t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
+				}
+				r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
+				return
+			}
+			if res[lab.Connected] != 1 {
+				t.Fatalf("client outcomes %v, want connected", res)
+			}
+			if !post.Translated || post.Tuple.Src != "10.244.1.0" || encap.Inner.Src != "10.244.1.0" {
+				t.Errorf("the SYN should be SNATed to flannel.1's 10.244.1.0: POSTROUTING %+v, inner %+v", post.Tuple, encap.Inner)
+			}
+			r.require(t, "the reply un-DNATed back to the ClusterIP", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.CT != nil && e.CT.Direction == "reply" &&
+					e.Translated && e.Tuple.Src == lab.SNATServiceIP
+			})
+			r.forbid(t, "an rp_filter drop", rpfilter)
+		})
+	}
+}
+
+func TestLabSYNOverflow(t *testing.T) {
+	for _, healthy := range []bool{false, true} {
+		name := "syn-overflow"
+		if healthy {
+			name += "-healthy"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := runScenario(t, name, "port 30285")
+			res := r.results()
+			r.require(t, "the NodePort DNAT to the pod", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+					e.Pre.Dport == lab.NodePort && e.Tuple.Dst == lab.Pod1IP && e.Tuple.Dport == lab.PodPort
+			})
+			dropped := func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }
+			if healthy {
+				if res[lab.Connected] != 8 {
+					t.Fatalf("client outcomes %v, want 8 connected", res)
+				}
+				r.forbid(t, "a dropped SYN", dropped)
+				r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
+					return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
+				})
+				return
+			}
+			if res[lab.TimedOut] == 0 {
+				t.Fatalf("client outcomes %v, want timeouts", res)
+			}
+			syn := r.require(t, "a SYN dropped at the listener", dropped)
+			listener := lab.Pod1IP + ":8080"
+			if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
+				t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
+			}
+			if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
+				t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
+			}
+		})
+	}
+}
+
+// The walk of incident 3: both endpoints' DNAT and SNAT appear.
+func TestLabServicePaths(t *testing.T) {
+	r := runScenario(t, "service-paths", "host "+lab.PathsServiceIP)
+	if res := r.results(); res[lab.Connected] != 16 {
+		t.Fatalf("client outcomes %v, want 16 connected", res)
+	}
+	for _, ep := range []struct{ pod, snat, dev string }{{lab.Pod1IP, "10.244.1.1", "cni0"}, {lab.Pod2IP, "10.244.1.0", "flannel.1"}} {
+		r.require(t, "the DNAT to "+ep.pod, func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
+				e.Pre.Dst == lab.PathsServiceIP && e.Tuple.Dst == ep.pod && e.OutDev == ep.dev
+		})
+		r.require(t, "the MASQUERADE to "+ep.snat+" for "+ep.pod, func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Translated &&
+				e.Tuple.Dst == ep.pod && e.Tuple.Src == ep.snat && e.CT != nil && hasString(e.CT.Status, "SRC_NAT")
+		})
+	}
+}
+
+func TestLabStaleHostPort(t *testing.T) {
+	for _, healthy := range []bool{false, true} {
+		name := "stale-hostport"
+		if healthy {
+			name += "-healthy"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := runScenario(t, name, "port 8443")
+			res := r.results()
+			target := lab.DeadHostPortPod
+			if healthy {
+				target = lab.LiveHostPortPod
+			}
+			r.require(t, "the hostPort DNAT to "+target, func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+					e.Pre.Dport == lab.HostPortNum && e.Tuple.Dst == target && e.Tuple.Dport == 443
+			})
+			neighFailed := func(e output.JSONEvent) bool {
+				return e.Point == "drop" && e.Drop.Reason == "NEIGH_FAILED" && e.Tuple.Dst == lab.DeadHostPortPod
+			}
+			if healthy {
+				if res[lab.Connected] != 1 {
+					t.Fatalf("client outcomes %v, want connected", res)
+				}
+				r.forbid(t, "a neighbour failure", neighFailed)
+				return
+			}
+			if res[lab.Connected] != 0 {
+				t.Fatalf("client outcomes %v, want no connection", res)
+			}
+			r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
+		})
+	}
+}
+
+func TestLabHairpin(t *testing.T) {
+	for _, healthy := range []bool{false, true} {
+		name := "hairpin"
+		if healthy {
+			name += "-healthy"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := runScenario(t, name, "host "+lab.LoadBalancerIP)
+			res := r.results()
+			r.require(t, "the DNAT of the load-balancer address to the ingress pod", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+					e.Pre.Dst == lab.LoadBalancerIP && e.Tuple.Dst == lab.IngressPodIP
+			})
+			post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
+				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == lab.IngressPodIP
+			})
+			client := lab.Prefix + "p1"
+			bypassed := func(e output.JSONEvent) bool {
+				return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == lab.IngressPodIP && e.Tuple.Flags == "S."
+			}
+			if healthy {
+				if res[lab.Connected] != 1 {
+					t.Fatalf("client outcomes %v, want connected", res)
+				}
+				if !post.Translated || post.Tuple.Src != "10.244.1.1" {
+					t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
+				}
+				r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
+				return
+			}
+			if res[lab.Connected] != 0 {
+				t.Fatalf("client outcomes %v, want no connection", res)
+			}
+			if post.Translated || post.Tuple.Src != lab.Pod1IP {
+				t.Errorf("request should leave un-SNATed from %s: %+v", lab.Pod1IP, post.Tuple)
+			}
+			r.require(t, "the SYN-ACK reaching the client from the ingress pod's own address", bypassed)
+			r.require(t, "the client resetting the unexpected SYN-ACK", func(e output.JSONEvent) bool {
+				return inNs(e, client) && e.Point == "tcp" && e.Kind == "rst-sent" && e.Tuple.Dst == lab.IngressPodIP
+			})
+		})
+	}
+}
+
+func TestLabDownRemovesEverything(t *testing.T) {
+	if _, err := lab.Up("snat-missing", labBin); err != nil {
+		lab.Down()
+		t.Fatal(err)
+	}
+	if err := lab.Down(); err != nil {
+		t.Fatal(err)
+	}
+	if left := lab.Namespaces(); len(left) > 0 {
+		t.Fatalf("namespaces left after down: %s", strings.Join(left, ", "))
+	}
+}
