@@ -11,8 +11,14 @@ static __always_inline void drop_seen(struct sk_buff *skb, void *location, __u32
 {
 	struct nt_event e;
 
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+
+	/* A locally generated packet dropped before it has a device still has
+	 * the device of its route: that names the namespace. */
+	if (!dev)
+		dev = nt_dst_dev(skb);
 	nt_init(&e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
-	if (nt_observe_skb(skb, BPF_CORE_READ(skb, dev), false, &e, NULL)) {
+	if (nt_observe_skb(skb, dev, false, &e, NULL)) {
 		e.u.drop.location = (__u64)location;
 		e.u.drop.reason = reason;
 		nt_submit(&e);

@@ -29,7 +29,7 @@ func TestNATTuplesAndConntrack(t *testing.T) {
 		t.Fatalf("client could not connect through the DNAT: %v", err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	events, _ := w.stop(t)
+	events := w.stop(t).events
 
 	dnat := find(events, func(e output.JSONEvent) bool {
 		return e.Point == "nat" && e.Hook == "OUTPUT" && e.Translated && e.Tuple.Flags == "S"
@@ -90,7 +90,7 @@ func TestDropReasons(t *testing.T) {
 	w := startWatch(t, "--netns", a, "--netns", b, "host 10.98.2.2")
 	dial(t, a, "", "10.98.2.2:9001", 500*time.Millisecond)
 	dial(t, a, "10.97.2.1", "10.98.2.2:9002", 500*time.Millisecond)
-	events, _ := w.stop(t)
+	events := w.stop(t).events
 
 	drops := find(events, func(e output.JSONEvent) bool { return e.Point == "drop" })
 	var nf, rpf bool
@@ -136,7 +136,7 @@ func TestVXLANInnerAndOuter(t *testing.T) {
 		t.Fatalf("connect over vxlan: %v", err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	events, _ := w.stop(t)
+	events := w.stop(t).events
 
 	enter := find(events, func(e output.JSONEvent) bool {
 		return e.Point == "vxlan" && e.Kind == "enter" && e.Dev == "flannel.1" && e.Tuple.Dport == 7070 && e.Netns == n1
@@ -185,7 +185,7 @@ func TestSYNAcceptQueueFull(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	wg.Wait()
-	events, _ := w.stop(t)
+	events := w.stop(t).events
 
 	syns := find(events, func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped })
 	if len(syns) == 0 {

@@ -186,15 +186,22 @@ func startWatch(t *testing.T, args ...string) *watch {
 	}
 }
 
-// stop interrupts watch and returns its events and summary.
-func (w *watch) stop(t *testing.T) ([]output.JSONEvent, map[string]any) {
+// trace is what one watch printed.
+type trace struct {
+	events       []output.JSONEvent
+	flows        []output.JSONFlow
+	explanations []output.JSONExplanation
+	summary      map[string]any
+}
+
+// stop interrupts watch and returns what it printed.
+func (w *watch) stop(t *testing.T) trace {
 	t.Helper()
 	w.cmd.Process.Signal(syscall.SIGINT)
 	if err := w.cmd.Wait(); err != nil {
 		t.Fatalf("nettrace watch: %v\nstderr:\n%s", err, w.stderr.String())
 	}
-	var events []output.JSONEvent
-	var summary map[string]any
+	var tr trace
 	sc := bufio.NewScanner(&w.stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -202,21 +209,33 @@ func (w *watch) stop(t *testing.T) ([]output.JSONEvent, map[string]any) {
 		if err := json.Unmarshal(sc.Bytes(), &probe); err != nil {
 			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
 		}
+		var err error
 		switch probe.Type {
 		case "event":
 			var e output.JSONEvent
-			json.Unmarshal(sc.Bytes(), &e)
-			events = append(events, e)
+			err = json.Unmarshal(sc.Bytes(), &e)
+			tr.events = append(tr.events, e)
+		case "flow":
+			var f output.JSONFlow
+			err = json.Unmarshal(sc.Bytes(), &f)
+			tr.flows = append(tr.flows, f)
+		case "explanation":
+			var x output.JSONExplanation
+			err = json.Unmarshal(sc.Bytes(), &x)
+			tr.explanations = append(tr.explanations, x)
 		case "summary":
-			json.Unmarshal(sc.Bytes(), &summary)
+			err = json.Unmarshal(sc.Bytes(), &tr.summary)
 		default:
 			t.Fatalf("unknown object type %q", probe.Type)
 		}
+		if err != nil {
+			t.Fatalf("bad %s object %q: %v", probe.Type, sc.Text(), err)
+		}
 	}
-	if summary == nil {
+	if tr.summary == nil {
 		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
 	}
-	return events, summary
+	return tr
 }
 
 // find returns the events that satisfy pred.
@@ -234,6 +253,16 @@ func dump(events []output.JSONEvent) string {
 	var b strings.Builder
 	for _, e := range events {
 		j, _ := json.Marshal(e)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func dumpAny[T any](xs []T) string {
+	var b strings.Builder
+	for _, x := range xs {
+		j, _ := json.Marshal(x)
 		b.Write(j)
 		b.WriteByte('\n')
 	}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,8 +12,10 @@ import (
 // labRun is one scenario brought up, watched while its traffic runs, and
 // torn down at cleanup.
 type labRun struct {
-	outcomes []lab.Outcome
-	events   []output.JSONEvent
+	outcomes     []lab.Outcome
+	events       []output.JSONEvent
+	flows        []output.JSONFlow
+	explanations []output.JSONExplanation
 }
 
 func runScenario(t *testing.T, name, filter string) labRun {
@@ -35,11 +38,14 @@ func runScenario(t *testing.T, name, filter string) labRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, _ := w.stop(t)
+	tr := w.stop(t)
 	for _, o := range outs {
 		t.Log(o)
 	}
-	return labRun{outs, events}
+	for _, x := range tr.explanations {
+		t.Logf("%s: %s", x.Rule, x.Summary)
+	}
+	return labRun{outs, tr.events, tr.flows, tr.explanations}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -63,6 +69,40 @@ func (r labRun) forbid(t *testing.T, what string, pred func(e output.JSONEvent) 
 	t.Helper()
 	if got := find(r.events, pred); len(got) > 0 {
 		t.Errorf("nettrace showed %s on the healthy path:\n%s", what, dump(got))
+	}
+}
+
+// explained requires exactly the given rule over the faulty flows, with
+// every fact in its summary, and returns its explanations.
+func (r labRun) explained(t *testing.T, rule string, facts ...string) []output.JSONExplanation {
+	t.Helper()
+	var got []output.JSONExplanation
+	for _, x := range r.explanations {
+		if x.Rule != rule {
+			t.Errorf("unexpected finding %s: %s", x.Rule, x.Summary)
+			continue
+		}
+		got = append(got, x)
+	}
+	if len(got) == 0 {
+		t.Fatalf("no %s finding; flows:\n%s", rule, dumpAny(r.flows))
+	}
+	for _, f := range facts {
+		if !strings.Contains(got[0].Summary, f) {
+			t.Errorf("%s summary lacks %q: %s", rule, f, got[0].Summary)
+		}
+	}
+	return got
+}
+
+// healthy requires that no flow got a finding.
+func (r labRun) healthy(t *testing.T) {
+	t.Helper()
+	for _, x := range r.explanations {
+		t.Errorf("false positive on the healthy twin: %s: %s", x.Rule, x.Summary)
+	}
+	if len(r.flows) == 0 {
+		t.Errorf("no flow reported")
 	}
 }
 
@@ -109,6 +149,8 @@ func TestLabSNATMissing(t *testing.T) {
 					t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
 				}
 				r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
+				r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
+					"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
 				return
 			}
 			if res[lab.Connected] != 1 {
@@ -122,6 +164,7 @@ func TestLabSNATMissing(t *testing.T) {
 					e.Translated && e.Tuple.Src == lab.SNATServiceIP
 			})
 			r.forbid(t, "an rp_filter drop", rpfilter)
+			r.healthy(t)
 		})
 	}
 }
@@ -148,6 +191,7 @@ func TestLabSYNOverflow(t *testing.T) {
 				r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
 					return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
 				})
+				r.healthy(t)
 				return
 			}
 			if res[lab.TimedOut] == 0 {
@@ -161,6 +205,11 @@ func TestLabSYNOverflow(t *testing.T) {
 			if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
 				t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
 			}
+			xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.Prefix+"p1",
+				fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
+			if len(xs) != res[lab.TimedOut] {
+				t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
+			}
 		})
 	}
 }
@@ -170,6 +219,13 @@ func TestLabServicePaths(t *testing.T) {
 	r := runScenario(t, "service-paths", "host "+lab.PathsServiceIP)
 	if res := r.results(); res[lab.Connected] != 16 {
 		t.Fatalf("client outcomes %v, want 16 connected", res)
+	}
+	r.healthy(t)
+	// The timelines show both endpoints' DNAT and SNAT.
+	for _, want := range []string{"DNAT " + lab.PathsServiceIP + ":80 -> " + lab.Pod1IP + ":8080", "DNAT " + lab.PathsServiceIP + ":80 -> " + lab.Pod2IP + ":8080", "SNAT 172.20.0.1:", "-> 10.244.1.1:", "-> 10.244.1.0:"} {
+		if !timelineHas(r.flows, want) {
+			t.Errorf("no timeline step contains %q", want)
+		}
 	}
 	for _, ep := range []struct{ pod, snat, dev string }{{lab.Pod1IP, "10.244.1.1", "cni0"}, {lab.Pod2IP, "10.244.1.0", "flannel.1"}} {
 		r.require(t, "the DNAT to "+ep.pod, func(e output.JSONEvent) bool {
@@ -208,12 +264,15 @@ func TestLabStaleHostPort(t *testing.T) {
 					t.Fatalf("client outcomes %v, want connected", res)
 				}
 				r.forbid(t, "a neighbour failure", neighFailed)
+				r.healthy(t)
 				return
 			}
 			if res[lab.Connected] != 0 {
 				t.Fatalf("client outcomes %v, want no connection", res)
 			}
 			r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
+			r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
+				lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
 		})
 	}
 }
@@ -246,6 +305,7 @@ func TestLabHairpin(t *testing.T) {
 					t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
 				}
 				r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
+				r.healthy(t)
 				return
 			}
 			if res[lab.Connected] != 0 {
@@ -258,8 +318,23 @@ func TestLabHairpin(t *testing.T) {
 			r.require(t, "the client resetting the unexpected SYN-ACK", func(e output.JSONEvent) bool {
 				return inNs(e, client) && e.Point == "tcp" && e.Kind == "rst-sent" && e.Tuple.Dst == lab.IngressPodIP
 			})
+			r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
+				"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
 		})
 	}
+}
+
+func timelineHas(flows []output.JSONFlow, what string) bool {
+	for _, f := range flows {
+		for _, p := range f.Packets {
+			for _, s := range p.Steps {
+				if strings.Contains(s.What, what) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func TestLabDownRemovesEverything(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/internal/netns"
@@ -19,8 +20,15 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/probe"
 	"github.com/nettrace-dev/nettrace/internal/synwatch"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
 
 type watchFlags struct {
 	netns     []string
@@ -30,6 +38,9 @@ type watchFlags struct {
 	readyFile string
 	ringSize  uint32
 	methods   []string
+	events    bool
+	flowIdle  time.Duration
+	maxFlows  int
 }
 
 func newWatchCommand(g *globalFlags) *cobra.Command {
@@ -68,6 +79,9 @@ or fentry) are linked in the current namespace and every namespace under
 	fl.StringVar(&f.readyFile, "ready-file", "", "create this file once every available point is attached")
 	fl.Uint32Var(&f.ringSize, "ring-size", 8<<20, "ring buffer size in bytes (power of two)")
 	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
+	fl.BoolVar(&f.events, "events", false, "text: also print every event as it arrives (json always has them)")
+	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
+	fl.IntVar(&f.maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	return cmd
 }
 
@@ -132,11 +146,15 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 	}
 	var w output.Writer
 	var jw *output.JSON
+	showEvents := f.events
 	if f.format == "json" {
 		jw = output.NewJSON(os.Stdout, names)
 		w = jw
+		showEvents = true
 	} else {
-		w = output.NewText(os.Stdout, names)
+		tw := output.NewText(os.Stdout, names)
+		tw.Colour = isTerminal(os.Stdout)
+		w = tw
 	}
 	var syn *synwatch.Watcher
 	if tr.Status("syn").Method == probe.MethodUser {
@@ -149,7 +167,8 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 		defer os.Remove(f.readyFile)
 	}
 
-	run := &watchRun{tr: tr, w: w, syn: syn, f: f, counts: map[event.Point]uint64{}, log: log}
+	run := &watchRun{tr: tr, w: w, syn: syn, f: f, counts: map[event.Point]uint64{}, log: log, showEvents: showEvents,
+		names: names, corr: flow.New(flow.Config{Idle: f.flowIdle, MaxFlows: f.maxFlows}), findings: map[string]uint64{}}
 	if !explicitNetns {
 		run.rescan = func() {
 			for _, t := range netns.Named() {
@@ -168,7 +187,7 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 	if lerr != nil {
 		log.Warn().Err(lerr).Msg("lost counters unavailable")
 	}
-	sum := output.Summary{Events: run.counts, Lost: lost, Duration: time.Since(start)}
+	sum := output.Summary{Events: run.counts, Lost: lost, Duration: time.Since(start), Flows: run.corr.Stats(), Findings: run.findings}
 	output.WriteSummary(os.Stderr, sum)
 	if jw != nil {
 		jw.Raw(summaryJSON(sum))
@@ -186,14 +205,18 @@ func containsString(s []string, x string) bool {
 }
 
 type jsonSummary struct {
-	Type       string            `json:"type"`
-	DurationMS int64             `json:"duration_ms"`
-	Events     map[string]uint64 `json:"events"`
-	Lost       map[string]uint64 `json:"lost"`
+	Type         string            `json:"type"`
+	DurationMS   int64             `json:"duration_ms"`
+	Events       map[string]uint64 `json:"events"`
+	Lost         map[string]uint64 `json:"lost"`
+	Flows        uint64            `json:"flows"`
+	FlowsEvicted uint64            `json:"flows_evicted"`
+	Findings     map[string]uint64 `json:"findings"`
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
-	j := jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: map[string]uint64{}, Lost: map[string]uint64{}}
+	j := jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: map[string]uint64{}, Lost: map[string]uint64{},
+		Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted, Findings: s.Findings}
 	for _, p := range event.Points {
 		j.Events[p.String()] = s.Events[p]
 		j.Lost[p.String()] = s.Lost[p]
@@ -205,25 +228,50 @@ func summaryJSON(s output.Summary) jsonSummary {
 // ring buffer read wakes at least every tick for the periodic work
 // (stop conditions, unanswered SYNs, new namespaces).
 type watchRun struct {
-	tr     *probe.Tracer
-	w      output.Writer
-	syn    *synwatch.Watcher
-	f      watchFlags
-	rescan func()
-	counts map[event.Point]uint64
-	total  uint64
-	log    zerolog.Logger
+	tr         *probe.Tracer
+	w          output.Writer
+	syn        *synwatch.Watcher
+	f          watchFlags
+	rescan     func()
+	counts     map[event.Point]uint64
+	total      uint64
+	log        zerolog.Logger
+	showEvents bool
+	names      output.Names
+	corr       *flow.Correlator
+	findings   map[string]uint64
+	werr       error
+}
+
+// flowDone explains a finished flow and writes it. A flow of socket
+// events alone (no packet seen) has nothing to show.
+func (r *watchRun) flowDone(f *flow.Flow) {
+	if len(f.Packets) == 0 {
+		return
+	}
+	fd := explain.Explain(f, r.names)
+	if fd != nil {
+		r.findings[fd.Rule]++
+	}
+	if err := r.w.Flow(f, fd); err != nil && r.werr == nil {
+		r.werr = err
+	}
 }
 
 const tick = 100 * time.Millisecond
 
-func (r *watchRun) emit(e *event.Event) error {
+func (r *watchRun) emit(e *event.Event) {
 	if r.f.count > 0 && r.total >= r.f.count {
-		return nil
+		return
 	}
 	r.counts[e.Point]++
 	r.total++
-	return r.w.Event(e)
+	if r.showEvents {
+		if err := r.w.Event(e); err != nil && r.werr == nil {
+			r.werr = err
+		}
+	}
+	r.corr.Add(e, r.flowDone)
 }
 
 func (r *watchRun) loop() error {
@@ -236,12 +284,7 @@ func (r *watchRun) loop() error {
 	}
 	var rec ringbuf.Record
 	var ev event.Event
-	var werr error
-	emit := func(e *event.Event) {
-		if err := r.emit(e); err != nil && werr == nil {
-			werr = err
-		}
-	}
+	emit := r.emit
 	lastRescan := time.Now()
 	stopping := false
 	for {
@@ -276,8 +319,8 @@ func (r *watchRun) loop() error {
 			if r.syn != nil {
 				r.syn.Observe(&ev, emit)
 			}
-			if werr != nil {
-				return fmt.Errorf("write output: %w", werr)
+			if r.werr != nil {
+				return fmt.Errorf("write output: %w", r.werr)
 			}
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
@@ -290,8 +333,10 @@ func (r *watchRun) loop() error {
 			r.syn.Expire(stopping, emit)
 		}
 		if stopping {
-			return werr
+			r.corr.Flush(r.flowDone)
+			return r.werr
 		}
+		r.corr.Expire(kernel.MonotonicNow(), r.flowDone)
 		if r.rescan != nil && time.Since(lastRescan) > time.Second {
 			r.rescan()
 			lastRescan = time.Now()

@@ -77,3 +77,13 @@ func EnsureTracefs(mounted func(what, where string)) error {
 	mounted("tracefs", tracefs)
 	return nil
 }
+
+// MonotonicNow is CLOCK_MONOTONIC in nanoseconds, the clock of BPF
+// timestamps (bpf_ktime_get_ns).
+func MonotonicNow() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}

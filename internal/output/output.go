@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
 // Names turns kernel numbers into names; each may be nil.
@@ -44,6 +47,12 @@ func (n Names) netns(ino uint32) string {
 	return fmt.Sprintf("netns:%d", ino)
 }
 
+// NetnsName names a namespace inode.
+func (n Names) NetnsName(ino uint32) string { return n.netns(ino) }
+
+// ReasonName names a drop reason.
+func (n Names) ReasonName(r uint32) string { return n.dropReason(r) }
+
 func (n Names) wall(ts uint64) time.Time {
 	if n.Wall != nil {
 		return n.Wall(ts)
@@ -51,9 +60,10 @@ func (n Names) wall(ts uint64) time.Time {
 	return time.Unix(0, int64(ts))
 }
 
-// Writer renders a stream of events.
+// Writer renders events, and flows with their finding.
 type Writer interface {
 	Event(e *event.Event) error
+	Flow(f *flow.Flow, fd *explain.Finding) error
 }
 
 // Summary is what a run saw, per point, and what it lost.
@@ -61,16 +71,16 @@ type Summary struct {
 	Events   map[event.Point]uint64
 	Lost     map[event.Point]uint64
 	Duration time.Duration
+	Flows    flow.Stats
+	Findings map[string]uint64 // per rule
 }
 
 // Monotonic returns a converter from CLOCK_MONOTONIC nanoseconds (BPF
 // timestamps) to wall-clock time, anchored now.
 func Monotonic() func(uint64) time.Time {
-	var ts [2]int64
-	mono := monoNow()
-	wall := time.Now()
-	ts[0], ts[1] = mono, wall.UnixNano()
+	mono := int64(kernel.MonotonicNow())
+	wall := time.Now().UnixNano()
 	return func(m uint64) time.Time {
-		return time.Unix(0, ts[1]+(int64(m)-ts[0]))
+		return time.Unix(0, wall+(int64(m)-mono))
 	}
 }

@@ -3,6 +3,7 @@ package output
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -14,6 +15,8 @@ type Text struct {
 	w     io.Writer
 	names Names
 	ctIDs map[uint64]int // conntrack addresses shown as short numbers
+	// Colour marks drops and findings with ANSI colours (for a terminal).
+	Colour bool
 }
 
 // NewText returns a text writer.
@@ -167,4 +170,17 @@ func WriteSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, " (%s: enlarge --ring-size or narrow the filter)", strings.Join(lp, ", "))
 	}
 	fmt.Fprintln(w)
+	var found []string
+	for rule, n := range s.Findings {
+		found = append(found, fmt.Sprintf("%s %d", rule, n))
+	}
+	sort.Strings(found)
+	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit); findings: %s\n", s.Flows.Flows, s.Flows.Evicted, orNone(found))
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }

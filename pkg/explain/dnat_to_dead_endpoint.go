@@ -1,0 +1,61 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// dnatToDeadEndpoint: the request was DNATed to an address that never
+// answered: its neighbour could not be resolved, it had no route, or
+// nothing came back from it.
+func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
+	_, d := dnat(f)
+	if d == nil {
+		return nil
+	}
+	endpoint := d.Tuple.Dst
+	for _, p := range f.Packets {
+		if isReply(f, p) && packetTuple(p.Head()).Src == endpoint {
+			return nil // it answered
+		}
+	}
+	var cause *event.Event
+	causes := 0
+	for _, p := range f.Packets {
+		for i := range p.Events {
+			e := &p.Events[i]
+			if e.Point == event.PointDrop && packetTuple(e).Dst == endpoint {
+				if r := n.ReasonName(e.Drop.Reason); r == "NEIGH_FAILED" || r == "IP_OUTNOROUTES" || r == "IP_INNOROUTES" {
+					causes++
+					if cause == nil {
+						cause = e
+					}
+				}
+			}
+		}
+	}
+	syns, last := countSYNs(f)
+	if cause == nil && syns < 2 {
+		return nil // one unanswered SYN is not yet evidence of anything
+	}
+	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}}
+	summary := fmt.Sprintf("SYN to %s was DNATed to %s in %s %s; that address never answered: ",
+		dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook)
+	if cause != nil {
+		reason := n.ReasonName(cause.Drop.Reason)
+		what := map[string]string{
+			"NEIGH_FAILED":   "neighbour resolution failed (no host answered ARP for it)",
+			"IP_OUTNOROUTES": "there is no route to it",
+			"IP_INNOROUTES":  "there is no route to it",
+		}[reason]
+		summary += fmt.Sprintf("%s on %s (%s, %d packets)", what, where(n, cause), reason, causes)
+		fd.Evidence = append(fd.Evidence, evidence(n, cause, "packet to %s dropped on %s: %s", endpoint, where(n, cause), reason))
+	} else {
+		summary += fmt.Sprintf("nothing came back after %d SYNs, last seen on %s", syns, where(n, last))
+		fd.Evidence = append(fd.Evidence, evidence(n, last, "SYN last seen on %s (%s %s)", where(n, last), last.Point, last.Kind))
+	}
+	fd.Summary = summary + "."
+	return fd
+}

@@ -1,0 +1,58 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// droppedByNetfilter: a packet of the flow was dropped by a netfilter
+// verdict. The drop itself does not carry its hook; the last hook the
+// packet was seen at says which ones can have dropped it.
+func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
+	// Only the flow's own packets: a related ICMP message (a redirect the
+	// router sends) that netfilter drops is not the connection failing.
+	proto := f.Tuple().Proto
+	p, drop := find(f, func(_ *flow.Packet, e *event.Event) bool {
+		return dropped(n, e, "NETFILTER_DROP") && packetTuple(e).Proto == proto
+	})
+	if drop == nil {
+		return nil
+	}
+	last := event.HookNone
+	for i := range p.Events {
+		e := &p.Events[i]
+		if e.Time <= drop.Time && e.Point == event.PointNAT && e.Netns == drop.Netns {
+			last = e.Hook
+		}
+	}
+	t := packetTuple(drop)
+	what := "packet"
+	if isSYN(t) {
+		what = "SYN"
+	}
+	summary := fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s",
+		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
+	return &Finding{
+		Summary:  summary + ".",
+		Evidence: []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
+	}
+}
+
+// hookAfter names the hooks a drop can have happened in, given the last
+// NAT hook the packet passed (the nat point sits at the NAT priorities;
+// filter chains run at priority 0).
+func hookAfter(last event.Hook) string {
+	switch last {
+	case event.HookPrerouting:
+		return "after PREROUTING: in the INPUT or FORWARD filter chains"
+	case event.HookOutput:
+		return "in OUTPUT after NAT (filter table)"
+	case event.HookInput:
+		return "in INPUT after NAT"
+	case event.HookPostrouting:
+		return "in POSTROUTING after NAT"
+	}
+	return "before NAT (raw or mangle table, or a filter chain in a namespace not watched)"
+}

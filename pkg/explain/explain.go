@@ -1,0 +1,66 @@
+// Package explain runs nettrace's rules over finished flows: each rule
+// looks for one kind of failure in the flow's events and, when it finds
+// it, says what went wrong in one sentence with the events that show it.
+// Rules are tried in root-cause order and only the first that fires is
+// reported, so one failure gives one finding (the rp_filter drop of
+// incident 1 is evidence of the missing SNAT, not a second finding).
+package explain
+
+import (
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// Names names kernel numbers in summaries.
+type Names interface {
+	NetnsName(ino uint32) string
+	ReasonName(r uint32) string
+}
+
+// Finding is one explanation of a flow.
+type Finding struct {
+	Rule     string
+	Severity string
+	Summary  string
+	Evidence []Evidence
+}
+
+// Evidence is an event that supports a finding, and what it shows.
+type Evidence struct {
+	Event event.Event
+	Fact  string
+}
+
+// Rule looks for one failure in a flow.
+type Rule struct {
+	ID    string
+	Check func(f *flow.Flow, n Names) *Finding
+}
+
+// Rules in root-cause order: a rule earlier in the list explains the
+// evidence later rules would also see.
+var Rules = []Rule{
+	{"snat-missing-on-tunnel", snatMissingOnTunnel},
+	{"syn-dropped-at-listener", synDroppedAtListener},
+	{"dnat-to-dead-endpoint", dnatToDeadEndpoint},
+	{"reply-bypassed-nat", replyBypassedNAT},
+	{"dropped-by-netfilter", droppedByNetfilter},
+	{"no-listener", noListener},
+	{"reply-dropped-rpfilter", replyDroppedRPFilter},
+	{"no-reply", noReply},
+}
+
+// Explain returns the root-cause finding for a flow, or nil for a flow
+// that shows no failure.
+func Explain(f *flow.Flow, n Names) *Finding {
+	for _, r := range Rules {
+		if fd := r.Check(f, n); fd != nil {
+			fd.Rule = r.ID
+			if fd.Severity == "" {
+				fd.Severity = "error"
+			}
+			return fd
+		}
+	}
+	return nil
+}

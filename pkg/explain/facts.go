@@ -1,0 +1,135 @@
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+const (
+	tcpSYN = 0x02
+	tcpACK = 0x10
+)
+
+func isSYN(t event.Tuple) bool { return t.Proto == event.ProtoTCP && t.TCPFlags&(tcpSYN|tcpACK) == tcpSYN }
+
+func src(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Src, t.Sport) }
+func dst(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Dst, t.Dport) }
+
+// client is the address the flow's first packet came from.
+func client(f *flow.Flow) netip.AddrPort { return src(f.Tuple()) }
+
+// packetTuple is a packet's connection tuple at an event (inner for an
+// encapsulated packet).
+func packetTuple(e *event.Event) event.Tuple {
+	if e.HasInner() {
+		return e.Inner
+	}
+	return e.Tuple
+}
+
+// isReply says whether a packet travels toward the client.
+func isReply(f *flow.Flow, p *flow.Packet) bool {
+	first := p.Head()
+	t := packetTuple(first)
+	if first.Point == event.PointNAT && first.Flags&event.FlagPre != 0 {
+		t = first.NAT.Pre
+	}
+	return src(t) != client(f)
+}
+
+func translated(e *event.Event) bool {
+	if e.Point != event.PointNAT || e.Flags&event.FlagPre == 0 {
+		return false
+	}
+	a, b := e.NAT.Pre, e.Tuple
+	return a.Src != b.Src || a.Dst != b.Dst || a.Sport != b.Sport || a.Dport != b.Dport
+}
+
+// dnat finds the first destination NAT of a request: the packet, and the
+// nat event that rewrote its destination.
+func dnat(f *flow.Flow) (*flow.Packet, *event.Event) {
+	for _, p := range f.Packets {
+		if isReply(f, p) {
+			continue
+		}
+		for i := range p.Events {
+			e := &p.Events[i]
+			if translated(e) && (e.NAT.Pre.Dst != e.Tuple.Dst || e.NAT.Pre.Dport != e.Tuple.Dport) &&
+				(e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
+				return p, e
+			}
+		}
+	}
+	return nil, nil
+}
+
+// natAt returns the packet's nat event at a hook in a namespace.
+func natAt(p *flow.Packet, netns uint32, hook event.Hook) *event.Event {
+	for i := range p.Events {
+		e := &p.Events[i]
+		if e.Point == event.PointNAT && e.Netns == netns && e.Hook == hook {
+			return e
+		}
+	}
+	return nil
+}
+
+// find returns the first event of any packet of the flow that matches.
+func find(f *flow.Flow, match func(p *flow.Packet, e *event.Event) bool) (*flow.Packet, *event.Event) {
+	for _, p := range f.Packets {
+		for i := range p.Events {
+			if match(p, &p.Events[i]) {
+				return p, &p.Events[i]
+			}
+		}
+	}
+	return nil, nil
+}
+
+func dropped(n Names, e *event.Event, reason string) bool {
+	return e.Point == event.PointDrop && n.ReasonName(e.Drop.Reason) == reason
+}
+
+// where renders netns/dev of an event.
+func where(n Names, e *event.Event) string {
+	s := n.NetnsName(e.Netns)
+	if d := e.Ifname.String(); d != "" {
+		s += "/" + d
+	}
+	return s
+}
+
+func evidence(n Names, e *event.Event, format string, args ...any) Evidence {
+	return Evidence{Event: *e, Fact: fmt.Sprintf(format, args...)}
+}
+
+func natFact(n Names, e *event.Event) string {
+	if !translated(e) {
+		return fmt.Sprintf("%s %s: not translated (%s -> %s)", n.NetnsName(e.Netns), e.Hook, src(e.Tuple), dst(e.Tuple))
+	}
+	return fmt.Sprintf("%s %s: %s -> %s translated to %s -> %s", n.NetnsName(e.Netns), e.Hook,
+		src(e.NAT.Pre), dst(e.NAT.Pre), src(e.Tuple), dst(e.Tuple))
+}
+
+func countSYNs(f *flow.Flow) (n int, last *event.Event) {
+	for _, p := range f.Packets {
+		if isReply(f, p) || !isSYN(packetTuple(p.Head())) {
+			continue
+		}
+		n++
+		last = p.Last()
+	}
+	return n, last
+}
+
+func hasReply(f *flow.Flow) bool {
+	for _, p := range f.Packets {
+		if isReply(f, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// replyBypassedNAT: a reply reached the client from the real endpoint's
+// address, because it never crossed the conntrack entry of the NAT that
+// translated the request (hairpin, asymmetric path).
+func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
+	_, d := dnat(f)
+	if d == nil || !d.HasCT() {
+		return nil
+	}
+	clientNetns := f.Packets[0].Head().Netns
+	if clientNetns == d.Netns {
+		return nil
+	}
+	cl := client(f)
+	for _, p := range f.Packets {
+		if !isReply(f, p) {
+			continue
+		}
+		var atClient *event.Event
+		crossedNAT := false
+		for i := range p.Events {
+			e := &p.Events[i]
+			if e.HasCT() && e.CT.ID == d.CT.ID {
+				crossedNAT = true
+			}
+			t := packetTuple(e)
+			if atClient == nil && e.Netns == clientNetns && t.Src == d.Tuple.Dst && t.Sport == d.Tuple.Dport && dst(t) == cl {
+				atClient = e
+			}
+		}
+		if atClient == nil || crossedNAT {
+			continue
+		}
+		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}}
+		how := "and not SNATed"
+		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {
+			fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
+			if translated(post) {
+				how = "and SNATed, yet"
+			}
+		}
+		fd.Evidence = append(fd.Evidence, evidence(n, atClient, "reply from %s reached %s without crossing %s's conntrack entry",
+			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))
+		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s %s the reply went straight to the client (%s) without crossing that conntrack entry",
+			dst(d.Tuple), cl, dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
+		if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {
+			return e.Point == event.PointTCP && e.Kind == event.KindResetSent && e.Netns == clientNetns
+		}); rst != nil {
+			summary += ", which reset it"
+			fd.Evidence = append(fd.Evidence, evidence(n, rst, "%s answered the unexpected reply with a reset", n.NetnsName(clientNetns)))
+		}
+		fd.Summary = summary + "."
+		return fd
+	}
+	return nil
+}

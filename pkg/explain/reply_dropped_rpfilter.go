@@ -1,0 +1,25 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// replyDroppedRPFilter: a reply was dropped by reverse-path filtering and
+// no rule before this one found why it came the wrong way.
+func replyDroppedRPFilter(f *flow.Flow, n Names) *Finding {
+	_, drop := find(f, func(p *flow.Packet, e *event.Event) bool {
+		return isReply(f, p) && dropped(n, e, "IP_RPFILTER")
+	})
+	if drop == nil {
+		return nil
+	}
+	t := packetTuple(drop)
+	return &Finding{
+		Summary: fmt.Sprintf("reply %s -> %s was dropped by reverse-path filtering (IP_RPFILTER) on %s: that host routes %s back through another interface.",
+			src(t), dst(t), where(n, drop), t.Src),
+		Evidence: []Evidence{evidence(n, drop, "reply dropped on %s: IP_RPFILTER", where(n, drop))},
+	}
+}

@@ -1,0 +1,94 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// snatMissingOnTunnel: the request was DNATed to a remote endpoint and
+// encapsulated without SNAT, with a source the remote side routes back
+// outside the tunnel (the node's own underlay address); the reply then
+// misses the conntrack entry that would undo the DNAT.
+func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
+	p, d := dnat(f)
+	if d == nil {
+		return nil
+	}
+	var enter, encap *event.Event
+	for i := range p.Events {
+		e := &p.Events[i]
+		if e.Point != event.PointVXLAN || e.Netns != d.Netns || e.Time < d.Time {
+			continue
+		}
+		if e.Kind == event.KindVXLANEnter && enter == nil {
+			enter = e
+		}
+		if e.Kind == event.KindVXLANEncap && e.HasInner() && e.Inner.Dst == d.Tuple.Dst && encap == nil {
+			encap = e
+		}
+	}
+	if encap == nil || encap.Inner.Src != d.NAT.Pre.Src {
+		return nil // not tunnelled, or SNATed on the way
+	}
+	var replyDrop, replyRx *event.Event
+	tunnelDev := ""
+	if enter != nil {
+		tunnelDev = enter.Ifname.String()
+	}
+	for _, rp := range f.Packets {
+		if !isReply(f, rp) {
+			continue
+		}
+		for i := range rp.Events {
+			e := &rp.Events[i]
+			if e.Netns != d.Netns {
+				continue
+			}
+			if replyRx == nil && e.Point == event.PointDev && e.Kind == event.KindDevRx {
+				replyRx = e
+			}
+			if replyDrop == nil && e.Point == event.PointDrop {
+				replyDrop = e
+			}
+		}
+	}
+	outsideTunnel := replyRx != nil && replyRx.Ifname.String() != tunnelDev && !replyRx.HasInner()
+	underlaySource := encap.Inner.Src == encap.VXLAN.Local
+	if !outsideTunnel && !underlaySource && replyRx != nil {
+		return nil
+	}
+	ns := n.NetnsName(d.Netns)
+	fd := &Finding{Evidence: []Evidence{
+		evidence(n, d, "%s", natFact(n, d)),
+	}}
+	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
+		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
+	}
+	fd.Evidence = append(fd.Evidence, evidence(n, encap, "encapsulated on %s: VNI %d, %s -> VTEP %s, inner source %s",
+		where(n, encap), encap.VXLAN.VNI, encap.VXLAN.Local, encap.VXLAN.Remote, encap.Inner.Src))
+	via := "the tunnel"
+	if tunnelDev != "" {
+		via = tunnelDev
+	}
+	summary := fmt.Sprintf("SYN %s -> %s was DNATed to %s in %s %s, routed out of %s (VNI %d, remote VTEP %s) and not SNATed in POSTROUTING: it left with source %s, which the remote side does not route back through the tunnel; ",
+		src(d.NAT.Pre), dst(d.NAT.Pre), dst(d.Tuple), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, d.NAT.Pre.Src)
+	switch {
+	case replyDrop != nil:
+		reason := n.ReasonName(replyDrop.Drop.Reason)
+		what := "was dropped (" + reason + ")"
+		if reason == "IP_RPFILTER" {
+			what = "was dropped by rp_filter (IP_RPFILTER)"
+		}
+		summary += fmt.Sprintf("the reply came back on %s and %s, so it was never un-DNATed", replyDrop.Ifname, what)
+		fd.Evidence = append(fd.Evidence, evidence(n, replyDrop, "reply %s -> %s dropped on %s: %s", src(replyDrop.Tuple), dst(replyDrop.Tuple), where(n, replyDrop), reason))
+	case replyRx != nil:
+		summary += fmt.Sprintf("the reply came back on %s instead of %s, outside the conntrack path that would un-DNAT it", replyRx.Ifname, via)
+		fd.Evidence = append(fd.Evidence, evidence(n, replyRx, "reply %s -> %s received on %s", src(replyRx.Tuple), dst(replyRx.Tuple), where(n, replyRx)))
+	default:
+		summary += "no reply came back through the tunnel, so it was never un-DNATed"
+	}
+	fd.Summary = summary + "."
+	return fd
+}

@@ -1,0 +1,96 @@
+// Package flow correlates events into flows: it follows one packet by its
+// skb through NAT, re-routing, encapsulation and namespaces (an skb address
+// recycled for another packet starts a new packet), and groups packets
+// into a flow by conntrack entry and by tuple, both directions together.
+// Time is the events' own (kernel monotonic) time, never the wall clock, so
+// a recording replays into the same flows as the live run.
+package flow
+
+import (
+	"sort"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Packet is one packet's path: its events in kernel time order.
+type Packet struct {
+	Skb    uint64
+	Events []event.Event
+
+	epoch uint32 // which use of the skb address this packet is
+}
+
+// First is the packet's first event.
+func (p *Packet) First() *event.Event { return &p.Events[0] }
+
+// Head is the packet's first event that carries its full tuple (a route
+// lookup can come first, with a partial one).
+func (p *Packet) Head() *event.Event {
+	for i := range p.Events {
+		if p.Events[i].Point != event.PointRoute {
+			return &p.Events[i]
+		}
+	}
+	return p.First()
+}
+
+// Last is the packet's last event.
+func (p *Packet) Last() *event.Event { return &p.Events[len(p.Events)-1] }
+
+// Flow is a connection (or datagram exchange) seen through its packets.
+type Flow struct {
+	ID      uint64
+	Start   uint64 // kernel time of the first event
+	End     uint64 // kernel time of the last event
+	Packets []*Packet
+	// Socket holds the events that concern the flow but no packet (TCP
+	// state changes, route lookups without an skb).
+	Socket []event.Event
+
+	keys []key
+}
+
+// Tuple is the flow as its first packet saw it first: the client's view.
+func (f *Flow) Tuple() event.Tuple {
+	for _, p := range f.Packets {
+		return packetTuple(p.Head())
+	}
+	if len(f.Socket) > 0 {
+		return f.Socket[0].Tuple
+	}
+	return event.Tuple{}
+}
+
+// packetTuple is the tuple that identifies the packet's connection at an
+// event: the inner one of an encapsulated packet, and before NAT for a
+// nat event.
+func packetTuple(e *event.Event) event.Tuple {
+	if e.HasInner() {
+		return e.Inner
+	}
+	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
+		return e.NAT.Pre
+	}
+	return e.Tuple
+}
+
+// Events returns every event of the flow in kernel time order.
+func (f *Flow) Events() []event.Event {
+	var all []event.Event
+	for _, p := range f.Packets {
+		all = append(all, p.Events...)
+	}
+	all = append(all, f.Socket...)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Time < all[j].Time })
+	return all
+}
+
+// sortPackets orders events within packets and packets by first event;
+// events from different CPUs reach user space slightly out of order.
+func (f *Flow) sortPackets() {
+	for _, p := range f.Packets {
+		sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].Time < p.Events[j].Time })
+	}
+	sort.SliceStable(f.Packets, func(i, j int) bool { return f.Packets[i].First().Time < f.Packets[j].First().Time })
+	sort.SliceStable(f.Socket, func(i, j int) bool { return f.Socket[i].Time < f.Socket[j].Time })
+}
