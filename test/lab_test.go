@@ -135,7 +135,9 @@ func TestLabSNATMissing(t *testing.T) {
 			if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
 				t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
 			}
-			if got := find(r.events, func(e output.JSONEvent) bool { return e.Point == "vxlan" && inNs(e, lab.NsUnderlay) && e.Kind == "encap" }); len(got) > 0 {
+			if got := find(r.events, func(e output.JSONEvent) bool {
+				return e.Point == "vxlan" && inNs(e, lab.NsUnderlay) && e.Kind == "encap"
+			}); len(got) > 0 {
 				t.Errorf("encapsulation claimed by the underlay router, which only forwards it:\n%s", dump(got))
 			}
 			rpfilter := func(e output.JSONEvent) bool {

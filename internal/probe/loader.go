@@ -443,4 +443,3 @@ func (t *Tracer) Close() {
 	}
 	t.maps = nil
 }
-

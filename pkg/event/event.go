@@ -168,10 +168,10 @@ type SYNOutcome uint8
 
 // SYN outcomes (enum nt_syn_outcome).
 const (
-	SYNQueued           SYNOutcome = 1
-	SYNDropAcceptQueue  SYNOutcome = 2
-	SYNDropSYNQueue     SYNOutcome = 3
-	SYNDropOther        SYNOutcome = 4
+	SYNQueued          SYNOutcome = 1
+	SYNDropAcceptQueue SYNOutcome = 2
+	SYNDropSYNQueue    SYNOutcome = 3
+	SYNDropOther       SYNOutcome = 4
 	SYNDropListenDrops SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
 )
 

@@ -13,7 +13,9 @@ const (
 	tcpACK = 0x10
 )
 
-func isSYN(t event.Tuple) bool { return t.Proto == event.ProtoTCP && t.TCPFlags&(tcpSYN|tcpACK) == tcpSYN }
+func isSYN(t event.Tuple) bool {
+	return t.Proto == event.ProtoTCP && t.TCPFlags&(tcpSYN|tcpACK) == tcpSYN
+}
 
 func src(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Src, t.Sport) }
 func dst(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Dst, t.Dport) }

@@ -77,9 +77,9 @@ type parser struct {
 	last *qual
 }
 
-func (p *parser) done() bool   { return p.i >= len(p.toks) }
-func (p *parser) peek() token  { return p.toks[p.i] }
-func (p *parser) next() token  { t := p.toks[p.i]; p.i++; return t }
+func (p *parser) done() bool  { return p.i >= len(p.toks) }
+func (p *parser) peek() token { return p.toks[p.i] }
+func (p *parser) next() token { t := p.toks[p.i]; p.i++; return t }
 func (p *parser) is(w ...string) bool {
 	if p.done() {
 		return false

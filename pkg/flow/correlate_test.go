@@ -1,0 +1,166 @@
+package flow
+
+import (
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+func run(cfg Config, events []event.Event) (*Correlator, []*Flow) {
+	c := New(cfg)
+	var out []*Flow
+	done := func(f *Flow) { out = append(out, f) }
+	for i := range events {
+		c.Add(&events[i], done)
+	}
+	c.Flush(done)
+	return c, out
+}
+
+func packetsOf(f *Flow) []int {
+	var n []int
+	for _, p := range f.Packets {
+		n = append(n, len(p.Events))
+	}
+	return n
+}
+
+func TestCorrelation(t *testing.T) {
+	var s fixture.Seq
+	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	b := fixture.T("10.0.0.3:2000", "10.0.0.4:80", fixture.SYN)
+	vip := fixture.T("10.0.0.1:1000", "10.96.0.1:80", fixture.SYN)
+	reuse := []event.Event{
+		fixture.Dev(&s, 0x1, "n1/eth0", event.KindDevTx, a),
+		fixture.Dev(&s, 0x1, "n2/eth0", event.KindDevRx, a),
+		fixture.Dev(&s, 0x1, "n1/eth0", event.KindDevTx, b), // same address, another packet
+	}
+	freed := []event.Event{
+		fixture.Dev(&s, 0x2, "n1/eth0", event.KindDevTx, a),
+		fixture.Drop(&s, 0x2, "n1/eth0", a, "NETFILTER_DROP"),
+		fixture.Dev(&s, 0x2, "n1/eth0", event.KindDevTx, a), // retransmit reusing the freed skb
+	}
+	natNoCT := []event.Event{
+		fixture.NAT(&s, 0x3, "n1", event.HookOutput, vip, a, nil),
+		fixture.Dev(&s, 0x3, "n1/eth0", event.KindDevTx, a),
+		fixture.Dev(&s, 0x4, "n2/eth0", event.KindDevTx, a.Reverse()), // the reply, by tuple only
+	}
+	ct := fixture.CT(0xc, vip, a.Reverse(), event.CTDstNAT, true)
+	replyByCT := []event.Event{
+		fixture.NAT(&s, 0x5, "n1", event.HookOutput, vip, a, fixture.CT(0xc, vip, a.Reverse(), event.CTDstNAT, false)),
+		// The reply after un-DNAT has the VIP tuple; before, the pod's: the
+		// conntrack entry ties them whatever the order of keys.
+		fixture.NAT(&s, 0x6, "n1", event.HookInput, a.Reverse(), vip.Reverse(), ct),
+	}
+	outer := fixture.CT(0xee, event.Tuple{}, event.Tuple{}, 0, false)
+	tunnel := []event.Event{
+		fixture.Encap(&s, 0x7, "n1/eth0", a, "172.20.0.1", "172.20.0.2", 1),
+		fixture.Encap(&s, 0x8, "n1/eth0", b, "172.20.0.1", "172.20.0.2", 1),
+	}
+	tunnel[0].Flags |= event.FlagCT
+	tunnel[0].CT = *outer
+	tunnel[1].Flags |= event.FlagCT
+	tunnel[1].CT = *outer
+	held := []event.Event{
+		fixture.Route(&s, 0x9, "n1", "10.0.0.1", "10.0.0.2", "eth0"),
+		fixture.NAT(&s, 0x9, "n1", event.HookOutput, vip, a, nil),
+	}
+	dropOnly := []event.Event{fixture.Drop(&s, 0xa, "n1/eth0", a, "IP_RPFILTER")} // other points missing
+
+	tests := []struct {
+		name    string
+		events  []event.Event
+		flows   int
+		packets []int // per packet of the first flow
+	}{
+		{"skb address reused by an unrelated packet", reuse, 2, []int{2}},
+		{"freed skb reused by the same connection", freed, 1, []int{2, 1}},
+		{"NAT without conntrack joins the reply by tuple", natNoCT, 1, []int{2, 1}},
+		{"reply joined by its conntrack entry", replyByCT, 1, []int{1, 1}},
+		{"the tunnel's outer conntrack entry does not merge flows", tunnel, 2, []int{1}},
+		{"route lookup held for the packet's next event", held, 1, []int{2}},
+		{"a point alone still makes a flow", dropOnly, 1, []int{1}},
+	}
+	for _, tt := range tests {
+		_, flows := run(DefaultConfig, tt.events)
+		if len(flows) != tt.flows {
+			t.Errorf("%s: %d flows, want %d", tt.name, len(flows), tt.flows)
+			continue
+		}
+		if got := packetsOf(flows[0]); !equal(got, tt.packets) {
+			t.Errorf("%s: packets with %v events, want %v", tt.name, got, tt.packets)
+		}
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Events from several CPUs arrive slightly out of order: the timeline is
+// in kernel time order whatever the arrival order.
+func TestOutOfOrderEvents(t *testing.T) {
+	events := fixture.SNATMissing(false)
+	shuffled := append([]event.Event(nil), events...)
+	r := rand.New(rand.NewSource(1))
+	// Swap neighbours, as two CPUs interleaving would.
+	for i := 0; i+1 < len(shuffled); i += 2 {
+		if r.Intn(2) == 0 {
+			shuffled[i], shuffled[i+1] = shuffled[i+1], shuffled[i]
+		}
+	}
+	_, want := run(DefaultConfig, events)
+	_, got := run(DefaultConfig, shuffled)
+	if len(got) != 1 || len(want) != 1 {
+		t.Fatalf("flows: %d in order, %d shuffled", len(want), len(got))
+	}
+	w, g := want[0].Events(), got[0].Events()
+	if len(w) != len(g) {
+		t.Fatalf("%d events in order, %d shuffled", len(w), len(g))
+	}
+	for i := range w {
+		if w[i].Time != g[i].Time {
+			t.Fatalf("event %d at %d, want %d", i, g[i].Time, w[i].Time)
+		}
+	}
+	for _, p := range got[0].Packets {
+		for i := 1; i < len(p.Events); i++ {
+			if p.Events[i].Time < p.Events[i-1].Time {
+				t.Fatalf("packet %#x not in time order", p.Skb)
+			}
+		}
+	}
+}
+
+func TestIdleFlowsEndAndTheLimitEvicts(t *testing.T) {
+	var s fixture.Seq
+	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	first := fixture.Dev(&s, 0x1, "n1/eth0", event.KindDevTx, a)
+	s.Skip(uint64(5 * time.Second))
+	again := fixture.Dev(&s, 0x2, "n1/eth0", event.KindDevTx, a)
+	_, flows := run(Config{Idle: time.Second, MaxFlows: 10}, []event.Event{first, again})
+	if len(flows) != 2 {
+		t.Fatalf("a tuple seen again after the idle time: %d flows, want 2", len(flows))
+	}
+
+	var many []event.Event
+	for i := 0; i < 5; i++ {
+		many = append(many, fixture.Dev(&s, uint64(0x100+i), "n1/eth0", event.KindDevTx,
+			fixture.T("10.0.0.1:1000", "10.0.0.2:"+string(rune('1'+i))+"0", fixture.SYN)))
+	}
+	c, flows := run(Config{Idle: time.Minute, MaxFlows: 2}, many)
+	if st := c.Stats(); len(flows) != 5 || st.Evicted != 3 || st.Flows != 5 {
+		t.Fatalf("flows %d, stats %+v; want 5 flows, 3 evicted", len(flows), st)
+	}
+}
