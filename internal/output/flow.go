@@ -21,6 +21,7 @@ type JSONStep struct {
 	Hook     string     `json:"hook,omitempty"`
 	What     string     `json:"what"`
 	Tuple    *JSONTuple `json:"tuple"`
+	Outer    *JSONTuple `json:"outer,omitempty"` // encapsulated: the tunnel's tuple (Tuple is the inner one)
 }
 
 // JSONPacket is one packet of a flow.
@@ -74,12 +75,12 @@ type JSONExplanation struct {
 }
 
 func (n Names) step(e *event.Event, start uint64) JSONStep {
-	t := e.Tuple
+	s := JSONStep{OffsetUS: float64(int64(e.Time)-int64(start)) / 1e3, Netns: n.netns(e.Netns), Dev: e.Ifname.String(),
+		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: n.Step(e), Tuple: NewJSONTuple(e.Tuple)}
 	if e.HasInner() {
-		t = e.Inner
+		s.Tuple, s.Outer = NewJSONTuple(e.Inner), NewJSONTuple(e.Tuple)
 	}
-	return JSONStep{OffsetUS: float64(int64(e.Time)-int64(start)) / 1e3, Netns: n.netns(e.Netns), Dev: e.Ifname.String(),
-		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: n.Step(e), Tuple: NewJSONTuple(t)}
+	return s
 }
 
 // ConvertFlow builds the JSON object of a flow.
@@ -142,8 +143,11 @@ var (
 	noColours = palette{}
 )
 
-// Flow writes a flow as a timeline: one block per packet, consecutive
-// packets that took the same path folded into one, and the finding.
+// Flow writes a flow as a timeline, one block per packet, kept to what a
+// person needs: translations, the missing SNAT after a DNAT, encapsulation,
+// the devices a packet entered, listener outcomes and drops. A packet that
+// took the same path as an earlier one (a retransmit) is one line. JSON
+// output has every step.
 func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 	c := noColours
 	if t.Colour {
@@ -154,18 +158,34 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 	fmt.Fprintf(&b, "%sflow %d  %s %s > %s%s  %s, %d packets, %.1f ms\n", c.bold, f.ID, event.ProtoName(ft.Proto),
 		addrPort(ft, true), addrPort(ft, false), c.reset, t.names.wall(f.Start).Format("15:04:05.000"), len(f.Packets), float64(f.End-f.Start)/1e6)
 	jf := t.names.ConvertFlow(f, fd)
-	for i := 0; i < len(jf.Packets); {
-		p := jf.Packets[i]
-		same := i + 1
-		for same < len(jf.Packets) && samePath(p, jf.Packets[same]) {
-			same++
-		}
+	seen := map[string]int{}
+	for i, p := range jf.Packets {
 		label := fmt.Sprintf("%s %s %s > %s", p.Direction, p.Label, addr(p.Tuple, true), addr(p.Tuple, false))
-		if same-i > 1 {
-			label += fmt.Sprintf("  x%d, same path", same-i)
+		sig := pathSignature(p)
+		if first, ok := seen[sig]; ok {
+			fmt.Fprintf(&b, "  %s  at %+.3fms: same path as packet %d\n", label, p.Steps[0].OffsetUS/1e3, first)
+			continue
 		}
-		fmt.Fprintf(&b, "  %s\n", label)
-		for _, s := range p.Steps {
+		seen[sig] = i + 1
+		fmt.Fprintf(&b, "  %d %s\n", i+1, label)
+		dnatIn := map[string]bool{}
+		shown := make([]string, len(p.Steps))
+		any := false
+		for k, s := range p.Steps {
+			if s.Point == "nat" && strings.HasPrefix(s.What, "DNAT") {
+				dnatIn[s.Netns] = true
+			}
+			if what, show := briefStep(s, k == len(p.Steps)-1, dnatIn[s.Netns]); show {
+				shown[k], any = what, true
+			}
+		}
+		for k, s := range p.Steps {
+			what := shown[k]
+			if !any {
+				what = s.What // nothing notable: show the plain path
+			} else if what == "" {
+				continue
+			}
 			where := s.Netns
 			if s.Dev != "" {
 				where += "/" + s.Dev
@@ -174,17 +194,12 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 			if s.Hook != "" {
 				at += " " + s.Hook
 			}
-			what := s.What
 			if s.Point == "drop" {
 				what = c.red + what + c.reset
 			}
 			fmt.Fprintf(&b, "    %s%+10.3fms%s  %-24s %-17s %s\n", c.dim, s.OffsetUS/1e3, c.reset, where, at, what)
 		}
 		fmt.Fprintf(&b, "    => %s\n", p.End)
-		i = same
-	}
-	for _, s := range jf.Socket {
-		fmt.Fprintf(&b, "  socket %s%+10.3fms%s  %-24s %-10s %s\n", c.dim, s.OffsetUS/1e3, c.reset, s.Netns, s.Point, s.What)
 	}
 	if fd != nil {
 		fmt.Fprintf(&b, "  %s%s%s: %s\n", c.red+c.bold, fd.Rule, c.reset, fd.Summary)
@@ -197,6 +212,32 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 	return err
 }
 
+// briefStep decides whether the text timeline shows a step, and how.
+func briefStep(s JSONStep, last, dnatHere bool) (string, bool) {
+	switch {
+	case s.Point == "nat" && s.What == "no NAT":
+		if dnatHere && s.Hook == "POSTROUTING" && s.Outer == nil {
+			return "no SNAT (source unchanged after the DNAT)", true
+		}
+		return "", false
+	case s.Point == "dev" && s.Kind == "tx" && !last:
+		return "", false
+	case s.Point == "dev":
+		return s.Kind, true
+	}
+	return s.What, true
+}
+
+// pathSignature identifies the way a packet went, without its timing.
+func pathSignature(p JSONPacket) string {
+	var b strings.Builder
+	b.WriteString(p.Direction + "|" + p.Label + "|" + p.End)
+	for _, s := range p.Steps {
+		fmt.Fprintf(&b, "|%s/%s %s %s %s", s.Netns, s.Dev, s.Point, s.Hook, s.What)
+	}
+	return b.String()
+}
+
 func addr(t *JSONTuple, source bool) string {
 	if source {
 		return fmt.Sprintf("%s:%d", t.Src, t.Sport)
@@ -204,16 +245,3 @@ func addr(t *JSONTuple, source bool) string {
 	return fmt.Sprintf("%s:%d", t.Dst, t.Dport)
 }
 
-// samePath says whether two packets went the same way (retransmits).
-func samePath(a, b JSONPacket) bool {
-	if a.Direction != b.Direction || a.Label != b.Label || a.End != b.End || len(a.Steps) != len(b.Steps) {
-		return false
-	}
-	for i := range a.Steps {
-		x, y := a.Steps[i], b.Steps[i]
-		if x.Netns != y.Netns || x.Dev != y.Dev || x.Point != y.Point || x.Hook != y.Hook || x.What != y.What {
-			return false
-		}
-	}
-	return true
-}
