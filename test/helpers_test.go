@@ -249,17 +249,8 @@ func find(events []output.JSONEvent, pred func(e output.JSONEvent) bool) []outpu
 	return out
 }
 
-func dump(events []output.JSONEvent) string {
-	var b strings.Builder
-	for _, e := range events {
-		j, _ := json.Marshal(e)
-		b.Write(j)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-func dumpAny[T any](xs []T) string {
+// dump renders objects one JSON line each, for failure messages.
+func dump[T any](xs []T) string {
 	var b strings.Builder
 	for _, x := range xs {
 		j, _ := json.Marshal(x)

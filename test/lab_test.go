@@ -85,7 +85,7 @@ func (r labRun) explained(t *testing.T, rule string, facts ...string) []output.J
 		got = append(got, x)
 	}
 	if len(got) == 0 {
-		t.Fatalf("no %s finding; flows:\n%s", rule, dumpAny(r.flows))
+		t.Fatalf("no %s finding; flows:\n%s", rule, dump(r.flows))
 	}
 	for _, f := range facts {
 		if !strings.Contains(got[0].Summary, f) {
@@ -110,110 +110,109 @@ func isSYN(e output.JSONEvent) bool { return e.Tuple.Proto == "tcp" && e.Tuple.F
 
 func inNs(e output.JSONEvent, ns string) bool { return e.Netns == ns }
 
-func TestLabSNATMissing(t *testing.T) {
+// twins runs a test for a scenario and its healthy twin.
+func twins(t *testing.T, base string, test func(t *testing.T, name string, healthy bool)) {
 	for _, healthy := range []bool{false, true} {
-		name := "snat-missing"
+		name := base
 		if healthy {
 			name += "-healthy"
 		}
-		t.Run(name, func(t *testing.T) {
-			r := runScenario(t, name, "host "+lab.SNATServiceIP)
-			res := r.results()
-			dnat := r.require(t, "the DNAT of the ClusterIP at node 1's OUTPUT", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
-					e.Pre.Dst == lab.SNATServiceIP && e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
-			})
-			if dnat.OutDev != "flannel.1" {
-				t.Errorf("re-route after DNAT chose %q, want flannel.1", dnat.OutDev)
-			}
-			post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e)
-			})
-			encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP
-			})
-			if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
-				t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
-			}
-			if got := find(r.events, func(e output.JSONEvent) bool {
-				return e.Point == "vxlan" && inNs(e, lab.NsUnderlay) && e.Kind == "encap"
-			}); len(got) > 0 {
-				t.Errorf("encapsulation claimed by the underlay router, which only forwards it:\n%s", dump(got))
-			}
-			rpfilter := func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == "IP_RPFILTER" && e.Tuple.Src == lab.Pod2IP && e.Dev == "eth0"
-			}
-			if !healthy {
-				if res[lab.TimedOut] != 1 {
-					t.Fatalf("client outcomes %v, want a timeout", res)
-				}
-				if post.Translated || post.Tuple.Src != lab.Node1IP || encap.Inner.Src != lab.Node1IP {
-					t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
-				}
-				r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
-				r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
-					"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
-				return
-			}
-			if res[lab.Connected] != 1 {
-				t.Fatalf("client outcomes %v, want connected", res)
-			}
-			if !post.Translated || post.Tuple.Src != "10.244.1.0" || encap.Inner.Src != "10.244.1.0" {
-				t.Errorf("the SYN should be SNATed to flannel.1's 10.244.1.0: POSTROUTING %+v, inner %+v", post.Tuple, encap.Inner)
-			}
-			r.require(t, "the reply un-DNATed back to the ClusterIP", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.CT != nil && e.CT.Direction == "reply" &&
-					e.Translated && e.Tuple.Src == lab.SNATServiceIP
-			})
-			r.forbid(t, "an rp_filter drop", rpfilter)
-			r.healthy(t)
-		})
+		t.Run(name, func(t *testing.T) { test(t, name, healthy) })
 	}
 }
 
-func TestLabSYNOverflow(t *testing.T) {
-	for _, healthy := range []bool{false, true} {
-		name := "syn-overflow"
-		if healthy {
-			name += "-healthy"
-		}
-		t.Run(name, func(t *testing.T) {
-			r := runScenario(t, name, "port 30285")
-			res := r.results()
-			r.require(t, "the NodePort DNAT to the pod", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-					e.Pre.Dport == lab.NodePort && e.Tuple.Dst == lab.Pod1IP && e.Tuple.Dport == lab.PodPort
-			})
-			dropped := func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }
-			if healthy {
-				if res[lab.Connected] != 8 {
-					t.Fatalf("client outcomes %v, want 8 connected", res)
-				}
-				r.forbid(t, "a dropped SYN", dropped)
-				r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
-					return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
-				})
-				r.healthy(t)
-				return
-			}
-			if res[lab.TimedOut] == 0 {
-				t.Fatalf("client outcomes %v, want timeouts", res)
-			}
-			syn := r.require(t, "a SYN dropped at the listener", dropped)
-			listener := lab.Pod1IP + ":8080"
-			if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
-				t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
-			}
-			if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
-				t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
-			}
-			xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.Prefix+"p1",
-				fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
-			if len(xs) != res[lab.TimedOut] {
-				t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
-			}
+func TestLabSNATMissing(t *testing.T) {
+	twins(t, "snat-missing", func(t *testing.T, name string, healthy bool) {
+		r := runScenario(t, name, "host "+lab.SNATServiceIP)
+		res := r.results()
+		dnat := r.require(t, "the DNAT of the ClusterIP at node 1's OUTPUT", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
+				e.Pre.Dst == lab.SNATServiceIP && e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
 		})
-	}
+		if dnat.OutDev != "flannel.1" {
+			t.Errorf("re-route after DNAT chose %q, want flannel.1", dnat.OutDev)
+		}
+		post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e)
+		})
+		encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP
+		})
+		if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
+			t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
+		}
+		if got := find(r.events, func(e output.JSONEvent) bool {
+			return e.Point == "vxlan" && inNs(e, lab.NsUnderlay) && e.Kind == "encap"
+		}); len(got) > 0 {
+			t.Errorf("encapsulation claimed by the underlay router, which only forwards it:\n%s", dump(got))
+		}
+		rpfilter := func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == "IP_RPFILTER" && e.Tuple.Src == lab.Pod2IP && e.Dev == "eth0"
+		}
+		if !healthy {
+			if res[lab.TimedOut] != 1 {
+				t.Fatalf("client outcomes %v, want a timeout", res)
+			}
+			if post.Translated || post.Tuple.Src != lab.Node1IP || encap.Inner.Src != lab.Node1IP {
+				t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
+			}
+			r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
+			r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
+				"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
+			return
+		}
+		if res[lab.Connected] != 1 {
+			t.Fatalf("client outcomes %v, want connected", res)
+		}
+		if !post.Translated || post.Tuple.Src != "10.244.1.0" || encap.Inner.Src != "10.244.1.0" {
+			t.Errorf("the SYN should be SNATed to flannel.1's 10.244.1.0: POSTROUTING %+v, inner %+v", post.Tuple, encap.Inner)
+		}
+		r.require(t, "the reply un-DNATed back to the ClusterIP", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.CT != nil && e.CT.Direction == "reply" &&
+				e.Translated && e.Tuple.Src == lab.SNATServiceIP
+		})
+		r.forbid(t, "an rp_filter drop", rpfilter)
+		r.healthy(t)
+	})
+}
+
+func TestLabSYNOverflow(t *testing.T) {
+	twins(t, "syn-overflow", func(t *testing.T, name string, healthy bool) {
+		r := runScenario(t, name, "port 30285")
+		res := r.results()
+		r.require(t, "the NodePort DNAT to the pod", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+				e.Pre.Dport == lab.NodePort && e.Tuple.Dst == lab.Pod1IP && e.Tuple.Dport == lab.PodPort
+		})
+		dropped := func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }
+		if healthy {
+			if res[lab.Connected] != 8 {
+				t.Fatalf("client outcomes %v, want 8 connected", res)
+			}
+			r.forbid(t, "a dropped SYN", dropped)
+			r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
+				return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
+			})
+			r.healthy(t)
+			return
+		}
+		if res[lab.TimedOut] == 0 {
+			t.Fatalf("client outcomes %v, want timeouts", res)
+		}
+		syn := r.require(t, "a SYN dropped at the listener", dropped)
+		listener := lab.Pod1IP + ":8080"
+		if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
+			t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
+		}
+		if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
+			t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
+		}
+		xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.Prefix+"p1",
+			fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
+		if len(xs) != res[lab.TimedOut] {
+			t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
+		}
+	})
 }
 
 // The walk of incident 3: both endpoints' DNAT and SNAT appear.
@@ -242,88 +241,76 @@ func TestLabServicePaths(t *testing.T) {
 }
 
 func TestLabStaleHostPort(t *testing.T) {
-	for _, healthy := range []bool{false, true} {
-		name := "stale-hostport"
+	twins(t, "stale-hostport", func(t *testing.T, name string, healthy bool) {
+		r := runScenario(t, name, "port 8443")
+		res := r.results()
+		target := lab.DeadHostPortPod
 		if healthy {
-			name += "-healthy"
+			target = lab.LiveHostPortPod
 		}
-		t.Run(name, func(t *testing.T) {
-			r := runScenario(t, name, "port 8443")
-			res := r.results()
-			target := lab.DeadHostPortPod
-			if healthy {
-				target = lab.LiveHostPortPod
-			}
-			r.require(t, "the hostPort DNAT to "+target, func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-					e.Pre.Dport == lab.HostPortNum && e.Tuple.Dst == target && e.Tuple.Dport == 443
-			})
-			neighFailed := func(e output.JSONEvent) bool {
-				return e.Point == "drop" && e.Drop.Reason == "NEIGH_FAILED" && e.Tuple.Dst == lab.DeadHostPortPod
-			}
-			if healthy {
-				if res[lab.Connected] != 1 {
-					t.Fatalf("client outcomes %v, want connected", res)
-				}
-				r.forbid(t, "a neighbour failure", neighFailed)
-				r.healthy(t)
-				return
-			}
-			if res[lab.Connected] != 0 {
-				t.Fatalf("client outcomes %v, want no connection", res)
-			}
-			r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
-			r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
-				lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
+		r.require(t, "the hostPort DNAT to "+target, func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+				e.Pre.Dport == lab.HostPortNum && e.Tuple.Dst == target && e.Tuple.Dport == 443
 		})
-	}
+		neighFailed := func(e output.JSONEvent) bool {
+			return e.Point == "drop" && e.Drop.Reason == "NEIGH_FAILED" && e.Tuple.Dst == lab.DeadHostPortPod
+		}
+		if healthy {
+			if res[lab.Connected] != 1 {
+				t.Fatalf("client outcomes %v, want connected", res)
+			}
+			r.forbid(t, "a neighbour failure", neighFailed)
+			r.healthy(t)
+			return
+		}
+		if res[lab.Connected] != 0 {
+			t.Fatalf("client outcomes %v, want no connection", res)
+		}
+		r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
+		r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
+			lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
+	})
 }
 
 func TestLabHairpin(t *testing.T) {
-	for _, healthy := range []bool{false, true} {
-		name := "hairpin"
-		if healthy {
-			name += "-healthy"
-		}
-		t.Run(name, func(t *testing.T) {
-			r := runScenario(t, name, "host "+lab.LoadBalancerIP)
-			res := r.results()
-			r.require(t, "the DNAT of the load-balancer address to the ingress pod", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-					e.Pre.Dst == lab.LoadBalancerIP && e.Tuple.Dst == lab.IngressPodIP
-			})
-			post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
-				return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == lab.IngressPodIP
-			})
-			client := lab.Prefix + "p1"
-			bypassed := func(e output.JSONEvent) bool {
-				return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == lab.IngressPodIP && e.Tuple.Flags == "S."
-			}
-			if healthy {
-				if res[lab.Connected] != 1 {
-					t.Fatalf("client outcomes %v, want connected", res)
-				}
-				if !post.Translated || post.Tuple.Src != "10.244.1.1" {
-					t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
-				}
-				r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
-				r.healthy(t)
-				return
-			}
-			if res[lab.Connected] != 0 {
-				t.Fatalf("client outcomes %v, want no connection", res)
-			}
-			if post.Translated || post.Tuple.Src != lab.Pod1IP {
-				t.Errorf("request should leave un-SNATed from %s: %+v", lab.Pod1IP, post.Tuple)
-			}
-			r.require(t, "the SYN-ACK reaching the client from the ingress pod's own address", bypassed)
-			r.require(t, "the client resetting the unexpected SYN-ACK", func(e output.JSONEvent) bool {
-				return inNs(e, client) && e.Point == "tcp" && e.Kind == "rst-sent" && e.Tuple.Dst == lab.IngressPodIP
-			})
-			r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
-				"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+	twins(t, "hairpin", func(t *testing.T, name string, healthy bool) {
+		r := runScenario(t, name, "host "+lab.LoadBalancerIP)
+		res := r.results()
+		r.require(t, "the DNAT of the load-balancer address to the ingress pod", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+				e.Pre.Dst == lab.LoadBalancerIP && e.Tuple.Dst == lab.IngressPodIP
 		})
-	}
+		post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == lab.IngressPodIP
+		})
+		client := lab.Prefix + "p1"
+		bypassed := func(e output.JSONEvent) bool {
+			return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == lab.IngressPodIP && e.Tuple.Flags == "S."
+		}
+		if healthy {
+			if res[lab.Connected] != 1 {
+				t.Fatalf("client outcomes %v, want connected", res)
+			}
+			if !post.Translated || post.Tuple.Src != "10.244.1.1" {
+				t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
+			}
+			r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
+			r.healthy(t)
+			return
+		}
+		if res[lab.Connected] != 0 {
+			t.Fatalf("client outcomes %v, want no connection", res)
+		}
+		if post.Translated || post.Tuple.Src != lab.Pod1IP {
+			t.Errorf("request should leave un-SNATed from %s: %+v", lab.Pod1IP, post.Tuple)
+		}
+		r.require(t, "the SYN-ACK reaching the client from the ingress pod's own address", bypassed)
+		r.require(t, "the client resetting the unexpected SYN-ACK", func(e output.JSONEvent) bool {
+			return inNs(e, client) && e.Point == "tcp" && e.Kind == "rst-sent" && e.Tuple.Dst == lab.IngressPodIP
+		})
+		r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
+			"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+	})
 }
 
 func timelineHas(flows []output.JSONFlow, what string) bool {
