@@ -10,8 +10,13 @@ require (
 )
 
 require (
+	github.com/gopacket/gopacket v1.7.7
+	golang.org/x/net v0.55.0 // indirect
+)
+
+require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/spf13/pflag v1.0.9
 	github.com/vishvananda/netlink v1.3.1
 )
 

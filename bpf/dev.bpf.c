@@ -16,7 +16,7 @@ static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev
 	 * header; skb->data already points at it. */
 	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, &e, NULL))
 		return;
-	nt_submit(&e);
+	nt_submit_skb(&e, skb, kind == NT_KIND_DEV_RX);
 }
 
 SEC("tp_btf/netif_receive_skb")

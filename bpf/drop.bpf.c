@@ -21,7 +21,7 @@ static __always_inline void drop_seen(struct sk_buff *skb, void *location, __u32
 	if (nt_observe_skb(skb, dev, false, &e, NULL)) {
 		e.u.drop.location = (__u64)location;
 		e.u.drop.reason = reason;
-		nt_submit(&e);
+		nt_submit_skb(&e, skb, false);
 	}
 	nt_untrack_skb((__u64)skb);
 }

@@ -87,7 +87,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		bpf_probe_read_kernel_str(e.u.nat.out_ifname, sizeof(e.u.nat.out_ifname), out->name);
 	}
 	nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
-	nt_submit(&e);
+	nt_submit_skb(&e, skb, false);
 out:
 	slot->active = 0;
 }

@@ -48,7 +48,7 @@ static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, i
 	e.u.route.err = err;
 	e.u.route.saddr = e.tuple.saddr;
 	route_fill_dst(skb, &e);
-	nt_submit(&e);
+	nt_submit_skb(&e, skb, false);
 }
 
 SEC("fexit/ip_route_me_harder")

@@ -80,7 +80,7 @@ static __always_inline void syn_exit(void)
 		e.u.syn.outcome = NT_SYN_DROP_SYN_QUEUE;
 	else
 		e.u.syn.outcome = NT_SYN_DROP_OTHER;
-	nt_submit(&e);
+	nt_submit_skb(&e, skb, false);
 out:
 	bpf_map_delete_elem(&syn_calls, &id);
 }

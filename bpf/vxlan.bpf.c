@@ -31,7 +31,7 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
 	if (!nt_observe_skb(skb, dev, false, &e, NULL))
 		return;
-	nt_submit(&e);
+	nt_submit_skb(&e, skb, false);
 }
 
 /* At udp_tunnel_xmit_skb the vxlan header is at skb->data and the inner
@@ -137,6 +137,6 @@ int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 	e.u.vxlan.remote = e.tuple.daddr;
 	e.u.vxlan.local = e.tuple.saddr;
 	e.u.vxlan.port = e.tuple.dport;
-	nt_submit(&e);
+	nt_submit_skb(&e, skb, false);
 	return 0;
 }

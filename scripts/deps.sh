@@ -13,6 +13,8 @@ have ip || need+=(iproute2)
 have bridge || need+=(iproute2)
 have iptables || need+=(iptables)
 have nc || need+=(netcat-openbsd)
+have tshark || need+=(tshark)
+have setpriv || need+=(util-linux)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

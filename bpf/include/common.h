@@ -33,6 +33,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 volatile const __u32 filter_len = 0;
 volatile const struct nt_filter_insn filter_prog[NT_FILTER_MAX] = {};
 volatile const __u32 netns_filter = 0; /* 1: only namespaces in watched_netns */
+volatile const __u32 snap_len = 128; /* <= NT_SNAP_MAX */
 volatile const __u16 vxlan_port_a = 4789;
 volatile const __u16 vxlan_port_b = 8472;
 
@@ -135,6 +136,51 @@ static __always_inline void nt_submit(struct nt_event *e)
 	e->cpu = bpf_get_smp_processor_id();
 	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
 		nt_count_lost(e->point);
+}
+
+static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *head, bool use_data);
+
+/* Submits an event followed by the first bytes of its packet from the IP
+ * header (the linear part only). The record size must be a constant for
+ * bpf_ringbuf_reserve: snap_len is read-only data, which the verifier
+ * treats as a known scalar. */
+static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *skb, bool use_data)
+{
+	unsigned char *head;
+	__u32 off, tail, caplen = 0;
+	struct nt_event *rec;
+
+	if (snap_len == 0 || snap_len > NT_SNAP_MAX || !skb) {
+		nt_submit(e);
+		return;
+	}
+	rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);
+	if (!rec) {
+		nt_count_lost(e->point);
+		return;
+	}
+	head = BPF_CORE_READ(skb, head);
+	off = nt_l3_offset(skb, head, use_data);
+	tail = BPF_CORE_READ(skb, tail);
+	if (tail > off)
+		caplen = tail - off;
+	if (caplen > snap_len)
+		caplen = snap_len;
+	/* Bound again for the verifier, which loses the range through the
+	 * comparison with a 32-bit load. */
+	caplen &= 2 * NT_SNAP_MAX - 1;
+	if (caplen > NT_SNAP_MAX)
+		caplen = NT_SNAP_MAX;
+	if (caplen > snap_len || bpf_probe_read_kernel(rec + 1, caplen, head + off))
+		caplen = 0;
+	e->ts = bpf_ktime_get_ns();
+	e->cpu = bpf_get_smp_processor_id();
+	e->caplen = caplen;
+	/* A typed copy: the record is 8-byte aligned, so the words holding
+	 * kernel addresses are stored whole. A byte-wise memcpy would shift
+	 * them, which the verifier forbids for pointer values. */
+	*rec = *e;
+	bpf_ringbuf_submit(rec, 0);
 }
 
 static __always_inline bool nt_port_match(__u16 p, const volatile struct nt_filter_insn *in)

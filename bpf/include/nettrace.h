@@ -3,9 +3,10 @@
  * The event layout shared by every nettrace BPF program and the Go decoder
  * (bpf2go generates the Go twin of struct nt_event from this header).
  *
- * One fixed-size record per observation: the fixed size keeps the ring
- * buffer record and the Go decoder branch-free; the per-point payload is a
- * union so that a record stays under 200 bytes.
+ * One fixed-size record per observation, followed by the first caplen
+ * bytes of the packet from its IP header: the fixed part keeps the Go
+ * decoder branch-free; the per-point payload is a union so that it stays
+ * under 200 bytes.
  *
  * Byte order: IPv4 addresses stay in network byte order (as read from the
  * packet), ports are converted to host byte order in the kernel.
@@ -15,6 +16,7 @@
 
 #define NT_IFNAMSIZ 16
 #define NT_FILTER_MAX 64
+#define NT_SNAP_MAX 256 /* largest packet prefix a record carries */
 
 /* Observation points. Values are part of the recording format: append only. */
 enum nt_point {
@@ -115,6 +117,10 @@ struct nt_syn {
 	__u32 accept_max;
 	__u32 syn_qlen;
 	__u32 _pad2;
+	/* Counter deltas in the listener's namespace: filled in user space by
+	 * the sock_diag method, zero from the kernel. */
+	__u64 listen_overflows;
+	__u64 listen_drops;
 };
 
 struct nt_drop {
@@ -139,7 +145,8 @@ struct nt_event {
 	__u8 kind;
 	__u8 hook;
 	__u8 flags;
-	__u32 cpu;
+	__u16 cpu;
+	__u16 caplen; /* packet bytes (from the IP header) after this record */
 	char ifname[NT_IFNAMSIZ];
 	struct nt_tuple tuple;
 	struct nt_tuple inner;

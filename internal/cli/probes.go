@@ -71,7 +71,9 @@ func runProbes(log zerolog.Logger, forced map[string]probe.Method) (probesReport
 	if err != nil {
 		return probesReport{}, err
 	}
-	tr, err := probe.Open(probe.Options{Namespaces: targets, Methods: forced, Log: log}, facts, syms)
+	// Loaded exactly as watch loads them by default, so that what probes
+	// reports is what watch gets.
+	tr, err := probe.Open(probe.Options{Namespaces: targets, Methods: forced, Log: log, SnapLen: defaultSnapLen}, facts, syms)
 	if err != nil {
 		return probesReport{}, err
 	}

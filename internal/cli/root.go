@@ -31,13 +31,17 @@ you select with a pcap-style filter, across network namespaces.`,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "diagnostics level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "console", "diagnostics format on stderr: console or json")
-	root.AddCommand(newProbesCommand(&g), newWatchCommand(&g))
+	root.AddCommand(newProbesCommand(&g), newWatchCommand(&g), newRecordCommand(&g), newReplayCommand(&g), newExportCommand(&g))
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "nettrace: %s\n", oneLine(err))
 		var ue usageError
-		if errors.As(err, &ue) {
+		var pe partialError
+		switch {
+		case errors.As(err, &ue):
 			return 2
+		case errors.As(err, &pe):
+			return 3
 		}
 		return 1
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/kernel"
@@ -20,9 +21,9 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/probe"
 	"github.com/nettrace-dev/nettrace/internal/synwatch"
 	"github.com/nettrace-dev/nettrace/pkg/event"
-	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
 func isTerminal(f *os.File) bool {
@@ -41,18 +42,33 @@ type watchFlags struct {
 	events    bool
 	flowIdle  time.Duration
 	maxFlows  int
+	snapLen   uint32
+	write     string
+}
+
+// captureFlags are the flags of every command that attaches (watch, record).
+func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
+	fl.StringSliceVar(&f.netns, "netns", nil, "network namespace to watch: NAME under /run/netns, PATH, or all (repeatable)")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
+	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (default: no limit)")
+	fl.StringVar(&f.readyFile, "ready-file", "", "create this file once every available point is attached")
+	fl.Uint32Var(&f.ringSize, "ring-size", 8<<20, "ring buffer size in bytes (power of two)")
+	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
+	fl.Uint32Var(&f.snapLen, "snaplen", defaultSnapLen, fmt.Sprintf("bytes of each packet kept, from its IP header (0 to %d); 128 holds IP, TCP/UDP, vxlan and the inner headers", probe.MaxSnapLen))
+	fl.StringVarP(&f.write, "write", "w", "", "also record to this file (replay it with nettrace replay)")
 }
 
 func newWatchCommand(g *globalFlags) *cobra.Command {
 	var f watchFlags
 	cmd := &cobra.Command{
 		Use:   "watch [FILTER]",
-		Short: "Stream what the kernel does to the packets matching FILTER",
-		Long: `watch attaches every observation point and prints one line (or one JSON
-object) per event of the packets matching FILTER, a pcap-filter style
-expression evaluated in the kernel. A packet that matched is followed after
-NAT or encapsulation change its tuple, and so is its reply, through its
-conntrack entry.
+		Short: "Stream what the kernel does to the packets matching FILTER, and explain what went wrong",
+		Long: `watch attaches every observation point and follows the packets matching
+FILTER, a pcap-filter style expression evaluated in the kernel. A packet
+that matched is followed after NAT or encapsulation change its tuple, and
+so is its reply, through its conntrack entry. Each flow is shown as a
+timeline when it ends, with the explanation of what went wrong, if
+anything did.
 
 FILTER: host, net, port, portrange, src/dst, tcp, udp, icmp, ip,
 and/or/not (&&, ||, !), parentheses. Empty: every IPv4 packet.
@@ -62,32 +78,66 @@ or fentry) are linked in the current namespace and every namespace under
 /run/netns, including ones created while watch runs.`,
 		Example: `  nettrace watch 'tcp and host 10.96.0.10 and port 80'
   nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > trace.jsonl
-  nettrace watch --duration 30s --count 1000 'port 30285'`,
+  nettrace watch -w incident.ntrace --duration 30s 'port 30285'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
 			if err != nil {
 				return err
 			}
-			return runWatch(log, f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
+			return runCapture(log, f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.netns, "netns", nil, "network namespace to watch: NAME under /run/netns, PATH, or all (repeatable)")
-	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
-	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (default: no limit)")
+	captureFlags(fl, &f)
 	fl.StringVarP(&f.format, "output", "o", "text", "output format: text or json")
-	fl.StringVar(&f.readyFile, "ready-file", "", "create this file once every available point is attached")
-	fl.Uint32Var(&f.ringSize, "ring-size", 8<<20, "ring buffer size in bytes (power of two)")
-	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
 	fl.BoolVar(&f.events, "events", false, "text: also print every event as it arrives (json always has them)")
 	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
 	fl.IntVar(&f.maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	return cmd
 }
 
-func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool) error {
-	if f.format != "text" && f.format != "json" {
+func newRecordCommand(g *globalFlags) *cobra.Command {
+	var f watchFlags
+	cmd := &cobra.Command{
+		Use:   "record -w FILE [FILTER]",
+		Short: "Record the packets matching FILTER to a file, to replay anywhere",
+		Long: `record attaches like watch and writes every event to FILE, with what
+replay needs to explain them on another machine (the kernel's drop-reason
+names, namespace and device names, the observation points and their
+methods, lost-event counts). The file is written as a stream: one cut off
+by a crash or a full disk replays up to its last complete record. It is
+readable by its owner only (0600): it holds packet headers.`,
+		Example: `  nettrace record -w incident.ntrace --duration 60s 'host 10.96.0.10'
+  nettrace replay incident.ntrace`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			if f.write == "" {
+				return usageError{errors.New("record needs -w FILE")}
+			}
+			f.format = "none"
+			return runCapture(log, f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
+		},
+	}
+	captureFlags(cmd.Flags(), &f)
+	f.flowIdle, f.maxFlows = flow.DefaultConfig.Idle, flow.DefaultConfig.MaxFlows
+	return cmd
+}
+
+// defaultSnapLen holds IP, TCP/UDP, vxlan and the inner headers.
+const defaultSnapLen = 128
+
+// nettraceVersion goes into recordings.
+const nettraceVersion = "0.1.0-dev"
+
+func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool) error {
+	if f.format != "text" && f.format != "json" && f.format != "none" {
 		return usageError{fmt.Errorf("-o %q: want text or json", f.format)}
+	}
+	if f.snapLen > probe.MaxSnapLen {
+		return usageError{fmt.Errorf("--snaplen %d: at most %d", f.snapLen, probe.MaxSnapLen)}
 	}
 	if f.ringSize < 4096 || f.ringSize&(f.ringSize-1) != 0 {
 		return usageError{fmt.Errorf("--ring-size %d: want a power of two of at least 4096", f.ringSize)}
@@ -100,7 +150,7 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 	if err != nil {
 		return err
 	}
-	if err := requireRoot("nettrace watch"); err != nil {
+	if err := requireRoot("nettrace"); err != nil {
 		return err
 	}
 	targets, err := netns.Resolve(f.netns)
@@ -118,7 +168,7 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 	}
 	restrict := explicitNetns && !containsString(f.netns, "all")
 	tr, err := probe.Open(probe.Options{
-		Filter: prog, Namespaces: targets, RestrictNetns: restrict, RingBytes: f.ringSize, Methods: forced, Log: log,
+		Filter: prog, Namespaces: targets, RestrictNetns: restrict, RingBytes: f.ringSize, Methods: forced, Log: log, SnapLen: f.snapLen,
 	}, facts, syms)
 	if err != nil {
 		return err
@@ -137,24 +187,21 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 	}
 	log.Info().Int("namespaces", len(targets)).Str("filter", expr).Dur("attach", tr.AttachTime).Msg("watching")
 
+	host, _ := os.Hostname()
+	meta := trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: facts, Points: tr.Statuses(),
+		Filter: expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
 	namer := netns.NewNamer(targets)
 	names := output.Names{
 		DropReason: func(r uint32) string { return reasons[r] },
 		Symbol:     syms.Name,
 		Netns:      namer.Name,
-		Wall:       output.Monotonic(),
+		Wall:       meta.Wall,
 	}
-	var w output.Writer
-	var jw *output.JSON
-	showEvents := f.events
-	if f.format == "json" {
-		jw = output.NewJSON(os.Stdout, names)
-		w = jw
-		showEvents = true
-	} else {
-		tw := output.NewText(os.Stdout, names)
-		tw.Colour = isTerminal(os.Stdout)
-		w = tw
+	var rec *trace.Writer
+	if f.write != "" {
+		if rec, err = trace.Create(f.write, meta, names); err != nil {
+			return err
+		}
 	}
 	var syn *synwatch.Watcher
 	if tr.Status("syn").Method == probe.MethodUser {
@@ -166,9 +213,8 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 		}
 		defer os.Remove(f.readyFile)
 	}
-
-	run := &watchRun{tr: tr, w: w, syn: syn, f: f, counts: map[event.Point]uint64{}, log: log, showEvents: showEvents,
-		names: names, corr: flow.New(flow.Config{Idle: f.flowIdle, MaxFlows: f.maxFlows}), findings: map[string]uint64{}}
+	run := &watchRun{tr: tr, syn: syn, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
+		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, names: names, recorder: rec})}
 	if !explicitNetns {
 		run.rescan = func() {
 			for _, t := range netns.Named() {
@@ -187,10 +233,19 @@ func runWatch(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool)
 	if lerr != nil {
 		log.Warn().Err(lerr).Msg("lost counters unavailable")
 	}
-	sum := output.Summary{Events: run.counts, Lost: lost, Duration: time.Since(start), Flows: run.corr.Stats(), Findings: run.findings}
-	output.WriteSummary(os.Stderr, sum)
-	if jw != nil {
-		jw.Raw(summaryJSON(sum))
+	run.p.finish(lost, time.Since(start))
+	if rec != nil {
+		cerr := rec.Close(trace.Summary{Events: pointNames(run.p.counts), Lost: pointNames(lost), Ended: time.Now().UTC()})
+		n, size := rec.Stats()
+		if cerr == nil && n > 0 {
+			log.Info().Str("file", f.write).Uint64("events", n).Int64("bytes", size).Int64("bytes_per_event", size/int64(n)).Msg("recorded")
+		}
+		if err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = run.p.err
 	}
 	return err
 }
@@ -204,75 +259,20 @@ func containsString(s []string, x string) bool {
 	return false
 }
 
-type jsonSummary struct {
-	Type         string            `json:"type"`
-	DurationMS   int64             `json:"duration_ms"`
-	Events       map[string]uint64 `json:"events"`
-	Lost         map[string]uint64 `json:"lost"`
-	Flows        uint64            `json:"flows"`
-	FlowsEvicted uint64            `json:"flows_evicted"`
-	Findings     map[string]uint64 `json:"findings"`
-}
-
-func summaryJSON(s output.Summary) jsonSummary {
-	j := jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: map[string]uint64{}, Lost: map[string]uint64{},
-		Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted, Findings: s.Findings}
-	for _, p := range event.Points {
-		j.Events[p.String()] = s.Events[p]
-		j.Lost[p.String()] = s.Lost[p]
-	}
-	return j
-}
-
-// watchRun is one watch session's read loop. It runs on one goroutine: the
-// ring buffer read wakes at least every tick for the periodic work
-// (stop conditions, unanswered SYNs, new namespaces).
+// watchRun is one capture's read loop. It runs on one goroutine: the ring
+// buffer read wakes at least every tick for the periodic work (stop
+// conditions, unanswered SYNs, idle flows, new namespaces, flushing the
+// recording).
 type watchRun struct {
-	tr         *probe.Tracer
-	w          output.Writer
-	syn        *synwatch.Watcher
-	f          watchFlags
-	rescan     func()
-	counts     map[event.Point]uint64
-	total      uint64
-	log        zerolog.Logger
-	showEvents bool
-	names      output.Names
-	corr       *flow.Correlator
-	findings   map[string]uint64
-	werr       error
-}
-
-// flowDone explains a finished flow and writes it. A flow of socket
-// events alone (no packet seen) has nothing to show.
-func (r *watchRun) flowDone(f *flow.Flow) {
-	if len(f.Packets) == 0 {
-		return
-	}
-	fd := explain.Explain(f, r.names)
-	if fd != nil {
-		r.findings[fd.Rule]++
-	}
-	if err := r.w.Flow(f, fd); err != nil && r.werr == nil {
-		r.werr = err
-	}
+	tr     *probe.Tracer
+	syn    *synwatch.Watcher
+	f      watchFlags
+	rescan func()
+	log    zerolog.Logger
+	p      *pipeline
 }
 
 const tick = 100 * time.Millisecond
-
-func (r *watchRun) emit(e *event.Event) {
-	if r.f.count > 0 && r.total >= r.f.count {
-		return
-	}
-	r.counts[e.Point]++
-	r.total++
-	if r.showEvents {
-		if err := r.w.Event(e); err != nil && r.werr == nil {
-			r.werr = err
-		}
-	}
-	r.corr.Add(e, r.flowDone)
-}
 
 func (r *watchRun) loop() error {
 	sig := make(chan os.Signal, 1)
@@ -284,7 +284,6 @@ func (r *watchRun) loop() error {
 	}
 	var rec ringbuf.Record
 	var ev event.Event
-	emit := r.emit
 	lastRescan := time.Now()
 	stopping := false
 	for {
@@ -295,10 +294,7 @@ func (r *watchRun) loop() error {
 				stopping = true
 			default:
 			}
-			if !deadline.IsZero() && time.Now().After(deadline) {
-				stopping = true
-			}
-			if r.f.count > 0 && r.total >= r.f.count {
+			if (!deadline.IsZero() && time.Now().After(deadline)) || r.p.full() {
 				stopping = true
 			}
 		}
@@ -315,12 +311,12 @@ func (r *watchRun) loop() error {
 				r.log.Warn().Err(derr).Msg("undecodable record")
 				continue
 			}
-			emit(&ev)
+			r.p.event(&ev)
 			if r.syn != nil {
-				r.syn.Observe(&ev, emit)
+				r.syn.Observe(&ev, r.p.event)
 			}
-			if r.werr != nil {
-				return fmt.Errorf("write output: %w", r.werr)
+			if r.p.err != nil {
+				return r.p.err
 			}
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded):
@@ -330,13 +326,12 @@ func (r *watchRun) loop() error {
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
 		if r.syn != nil {
-			r.syn.Expire(stopping, emit)
+			r.syn.Expire(stopping, r.p.event)
 		}
 		if stopping {
-			r.corr.Flush(r.flowDone)
-			return r.werr
+			return r.p.err
 		}
-		r.corr.Expire(kernel.MonotonicNow(), r.flowDone)
+		r.p.tick(kernel.MonotonicNow())
 		if r.rescan != nil && time.Since(lastRescan) > time.Second {
 			r.rescan()
 			lastRescan = time.Now()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -75,12 +74,5 @@ type Summary struct {
 	Findings map[string]uint64 // per rule
 }
 
-// Monotonic returns a converter from CLOCK_MONOTONIC nanoseconds (BPF
-// timestamps) to wall-clock time, anchored now.
-func Monotonic() func(uint64) time.Time {
-	mono := int64(kernel.MonotonicNow())
-	wall := time.Now().UnixNano()
-	return func(m uint64) time.Time {
-		return time.Unix(0, wall+(int64(m)-mono))
-	}
-}
+// SymbolName names a kernel address.
+func (n Names) SymbolName(addr uint64) string { return n.symbol(addr) }

@@ -19,7 +19,7 @@ func TestEventLayoutMatchesBPF(t *testing.T) {
 	var raw natNtEvent
 	raw.Ts, raw.Skb, raw.Netns, raw.Ifindex = 11, 0xffff888012345678, 4026531840, 7
 	raw.Point, raw.Kind, raw.Hook, raw.Flags = uint8(event.PointNAT), uint8(event.KindNAT), 3, event.FlagCT|event.FlagPre|event.FlagInner
-	raw.Cpu = 1
+	raw.Cpu, raw.Caplen = 1, 0
 	copy(raw.Ifname[:], []int8{'e', 't', 'h', '0'})
 	raw.Tuple.Saddr, raw.Tuple.Daddr, raw.Tuple.Sport, raw.Tuple.Dport, raw.Tuple.Proto, raw.Tuple.TcpFlags = 0x0100000a, 0x0200000a, 1234, 8080, 6, 0x12
 	raw.Inner.Saddr, raw.Inner.Dport, raw.Inner.Proto = 0x0300000a, 53, 17

@@ -31,8 +31,14 @@ type Options struct {
 	// Methods forces a method per point name (for comparing methods).
 	Methods    map[string]Method
 	VXLANPorts [2]uint16
+	// SnapLen is how many bytes of each packet, from its IP header, events
+	// carry (at most MaxSnapLen).
+	SnapLen uint32
 	Log        zerolog.Logger
 }
+
+// MaxSnapLen is the largest packet prefix events carry (NT_SNAP_MAX).
+const MaxSnapLen = 256
 
 // Attempt is a method tried for a point and why it was not used.
 type Attempt struct {
@@ -175,7 +181,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	for _, kv := range []struct {
 		name string
 		v    any
-	}{{"filter_len", uint32(n)}, {"filter_prog", prog}, {"netns_filter", restrict},
+	}{{"filter_len", uint32(n)}, {"filter_prog", prog}, {"netns_filter", restrict}, {"snap_len", t.opts.SnapLen},
 		{"vxlan_port_a", ports[0]}, {"vxlan_port_b", ports[1]}} {
 		if err := set(kv.name, kv.v); err != nil {
 			return err

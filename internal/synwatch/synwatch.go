@@ -84,7 +84,9 @@ func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 	switch {
 	case e.Hook == event.HookInput && f&tcpSYN != 0 && f&tcpACK == 0:
 		if _, ok := w.paths[e.Netns]; ok {
-			w.pending[key{e.Netns, bare(e.Tuple)}] = pendingSYN{ev: *e, seen: w.now()}
+			ev := *e
+			ev.Packet = nil // refers to the ring buffer record
+			w.pending[key{e.Netns, bare(e.Tuple)}] = pendingSYN{ev: ev, seen: w.now()}
 		}
 	case e.Hook == event.HookOutput && f&tcpRST != 0:
 		delete(w.pending, key{e.Netns, bare(e.Tuple.Reverse())})

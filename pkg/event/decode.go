@@ -21,6 +21,7 @@ const (
 	offHook    = 26
 	offFlags   = 27
 	offCPU     = 28
+	offCaplen  = 30
 	offIfname  = 32
 	offTuple   = 48
 	offInner   = 64
@@ -47,7 +48,8 @@ func decodeTuple(b []byte, t *Tuple) {
 	t.TCPFlags = b[13]
 }
 
-// Decode fills e from one kernel record without allocating.
+// Decode fills e from one kernel record without allocating. e.Packet then
+// refers into b: it is valid only as long as b is.
 func Decode(b []byte, e *Event) error {
 	if len(b) < RecordSize {
 		return ErrShortRecord
@@ -61,7 +63,10 @@ func Decode(b []byte, e *Event) error {
 		Kind:    Kind(b[offKind]),
 		Hook:    Hook(b[offHook]),
 		Flags:   b[offFlags],
-		CPU:     le.Uint32(b[offCPU:]),
+		CPU:     uint32(le.Uint16(b[offCPU:])),
+	}
+	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= RecordSize+n {
+		e.Packet = b[RecordSize : RecordSize+n]
 	}
 	copy(e.Ifname[:], b[offIfname:offIfname+16])
 	decodeTuple(b[offTuple:], &e.Tuple)
@@ -104,6 +109,8 @@ func Decode(b []byte, e *Event) error {
 		e.SYN.AcceptQueue = le.Uint32(p[8:])
 		e.SYN.AcceptMax = le.Uint32(p[12:])
 		e.SYN.SYNQueue = le.Uint32(p[16:])
+		e.SYN.ListenOverfl = le.Uint64(p[24:])
+		e.SYN.ListenDrops = le.Uint64(p[32:])
 	case PointDrop:
 		e.Drop.Location = le.Uint64(p[0:])
 		e.Drop.Reason = le.Uint32(p[8:])

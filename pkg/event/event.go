@@ -242,6 +242,10 @@ type Event struct {
 	Tuple   Tuple
 	Inner   Tuple
 	CT      Conntrack
+	// Packet is the start of the packet from its IP header (the snap
+	// length), when the point captured it. It refers to the buffer the event
+	// was decoded from: copy it to keep it.
+	Packet []byte
 
 	NAT   NAT
 	Route Route

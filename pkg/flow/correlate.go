@@ -201,7 +201,9 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.now = e.Time
 	}
 	if e.Skb != 0 && partial(e) {
-		c.held[e.Skb] = append(c.held[e.Skb], *e)
+		held := *e
+		held.Packet = nil
+		c.held[e.Skb] = append(c.held[e.Skb], held)
 		return
 	}
 	var keys [4]key
@@ -245,8 +247,10 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	if e.Time < f.Start {
 		f.Start = e.Time
 	}
+	stored := *e
+	stored.Packet = nil // refers to a buffer about to be reused
 	if skb.kind == 0 {
-		f.Socket = append(f.Socket, *e)
+		f.Socket = append(f.Socket, stored)
 		return
 	}
 	var p *Packet
@@ -263,7 +267,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		p.Events = append(p.Events, held...)
 		delete(c.held, skb.id)
 	}
-	p.Events = append(p.Events, *e)
+	p.Events = append(p.Events, stored)
 }
 
 // merge moves the smaller flow into the larger: one connection seen

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/filter"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
+)
+
+// partialError marks a run whose input was cut off or corrupt: the output
+// covers what was readable (exit code 3).
+type partialError struct{ error }
+
+// splitArgs separates the recordings (existing files) from the filter
+// words that follow them.
+func splitArgs(args []string) (files []string, expr string, err error) {
+	for i, a := range args {
+		if st, serr := os.Stat(a); serr == nil && !st.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		if len(files) == 0 {
+			return nil, "", usageError{fmt.Errorf("%s: no such recording", a)}
+		}
+		return files, strings.Join(args[i:], " "), nil
+	}
+	if len(files) == 0 {
+		return nil, "", usageError{errors.New("name at least one recording")}
+	}
+	return files, "", nil
+}
+
+func openStream(files []string) (*trace.Stream, func(), error) {
+	var readers []*trace.Reader
+	closeAll := func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}
+	for _, f := range files {
+		r, err := trace.Open(f)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		readers = append(readers, r)
+	}
+	return trace.NewStream(readers), closeAll, nil
+}
+
+// streamErr reports what cut a stream short, after its output.
+func streamErr(s *trace.Stream) error {
+	if len(s.Errs) == 0 {
+		return nil
+	}
+	err := errors.Join(s.Errs...)
+	for _, e := range s.Errs {
+		if !errors.Is(e, trace.ErrTruncated) && !errors.Is(e, trace.ErrNoEnd) {
+			return err
+		}
+	}
+	return partialError{err}
+}
+
+func newReplayCommand(g *globalFlags) *cobra.Command {
+	var format string
+	var events bool
+	var flowIdle time.Duration
+	var maxFlows int
+	cmd := &cobra.Command{
+		Use:   "replay FILE... [FILTER]",
+		Short: "Replay recordings into the same timelines and explanations as the live run",
+		Long: `replay reads recordings made with record or watch -w and shows the same
+flows and explanations, on any machine: no root, no BPF, any kernel. Several
+recordings (from several nodes) replay as one stream ordered by wall-clock
+time. FILTER narrows the replay as watch's filter would have.
+
+A recording cut off while it was written (crash, full disk) replays up to
+its last complete record; replay then says where it ends and exits with 3.`,
+		Example: `  nettrace replay incident.ntrace
+  nettrace replay node1.ntrace node2.ntrace -o json 'host 10.96.0.10'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := g.logger(); err != nil {
+				return err
+			}
+			if format != "text" && format != "json" {
+				return usageError{fmt.Errorf("-o %q: want text or json", format)}
+			}
+			files, expr, err := splitArgs(args)
+			if err != nil {
+				return err
+			}
+			prog, err := filter.Compile(expr)
+			if err != nil {
+				return usageError{err}
+			}
+			s, closeAll, err := openStream(files)
+			if err != nil {
+				return err
+			}
+			defer closeAll()
+			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall}
+			p := newPipeline(pipelineOptions{format: format, events: events, flowIdle: flowIdle, maxFlows: maxFlows, names: names})
+			follow := filter.NewFollower(prog)
+			var e event.Event
+			var first, last uint64
+			for n := 0; ; n++ {
+				err := s.Next(&e)
+				if err == io.EOF {
+					break
+				}
+				if first == 0 {
+					first = e.Time
+				}
+				last = e.Time
+				if follow.Follow(&e, p.event) {
+					p.event(&e)
+				}
+				if n%4096 == 0 {
+					p.tick(e.Time)
+				}
+				if p.err != nil {
+					return p.err
+				}
+			}
+			p.finish(s.Lost(), time.Duration(last-first))
+			if p.err != nil {
+				return p.err
+			}
+			return streamErr(s)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&format, "output", "o", "text", "output format: text or json")
+	fl.BoolVar(&events, "events", false, "text: also print every event (json always has them)")
+	fl.DurationVar(&flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
+	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
+	return cmd
+}

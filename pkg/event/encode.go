@@ -1,0 +1,86 @@
+package event
+
+import "net/netip"
+
+// Encode writes e as a kernel record (RecordSize bytes, then the packet
+// bytes) into dst, which must hold RecordSize+len(e.Packet) bytes, and
+// returns the bytes written. Recordings store events this way, so that
+// events synthesized in user space and kernel records replay alike.
+func Encode(e *Event, dst []byte) int {
+	b := dst[:RecordSize]
+	clear(b)
+	le.PutUint64(b[offTime:], e.Time)
+	le.PutUint64(b[offSkb:], e.Skb)
+	le.PutUint32(b[offNetns:], e.Netns)
+	le.PutUint32(b[offIfindex:], e.Ifindex)
+	b[offPoint], b[offKind], b[offHook], b[offFlags] = byte(e.Point), byte(e.Kind), byte(e.Hook), e.Flags
+	le.PutUint16(b[offCPU:], uint16(e.CPU))
+	le.PutUint16(b[offCaplen:], uint16(len(e.Packet)))
+	copy(b[offIfname:offIfname+16], e.Ifname[:])
+	encodeTuple(b[offTuple:], &e.Tuple)
+	if e.Flags&FlagInner != 0 {
+		encodeTuple(b[offInner:], &e.Inner)
+	}
+	if e.Flags&FlagCT != 0 {
+		ct := b[offCT:]
+		le.PutUint64(ct[0:], e.CT.ID)
+		le.PutUint32(ct[8:], uint32(e.CT.Status))
+		le.PutUint32(ct[12:], e.CT.Mark)
+		le.PutUint16(ct[16:], e.CT.Zone)
+		ct[18] = e.CT.Info
+		encodeTuple(ct[24:], &e.CT.Orig)
+		encodeTuple(ct[24+tupleSize:], &e.CT.Reply)
+	}
+	p := b[offPayload:RecordSize]
+	switch e.Point {
+	case PointNAT:
+		if e.Flags&FlagPre != 0 {
+			encodeTuple(p, &e.NAT.Pre)
+		}
+		le.PutUint32(p[16:], e.NAT.OutIfindex)
+		copy(p[24:40], e.NAT.OutIfname[:])
+	case PointRoute:
+		le.PutUint32(p[0:], e.Route.Oif)
+		putAddr4(p[4:8], e.Route.Gateway)
+		putAddr4(p[8:12], e.Route.Src)
+		le.PutUint32(p[12:], uint32(e.Route.Err))
+		le.PutUint32(p[16:], e.Route.Table)
+		copy(p[24:40], e.Route.OifName[:])
+	case PointVXLAN:
+		le.PutUint32(p[0:], e.VXLAN.VNI)
+		putAddr4(p[4:8], e.VXLAN.Remote)
+		putAddr4(p[8:12], e.VXLAN.Local)
+		le.PutUint16(p[12:], e.VXLAN.Port)
+	case PointSYN:
+		putAddr4(p[0:4], e.SYN.Listener.Addr())
+		le.PutUint16(p[4:], e.SYN.Listener.Port())
+		p[6] = byte(e.SYN.Outcome)
+		le.PutUint32(p[8:], e.SYN.AcceptQueue)
+		le.PutUint32(p[12:], e.SYN.AcceptMax)
+		le.PutUint32(p[16:], e.SYN.SYNQueue)
+		le.PutUint64(p[24:], e.SYN.ListenOverfl)
+		le.PutUint64(p[32:], e.SYN.ListenDrops)
+	case PointDrop:
+		le.PutUint64(p[0:], e.Drop.Location)
+		le.PutUint32(p[8:], e.Drop.Reason)
+	case PointTCP:
+		p[0], p[1] = e.TCP.OldState, e.TCP.NewState
+		le.PutUint64(p[8:], e.TCP.Sock)
+	}
+	return RecordSize + copy(dst[RecordSize:], e.Packet)
+}
+
+func encodeTuple(b []byte, t *Tuple) {
+	putAddr4(b[0:4], t.Src)
+	putAddr4(b[4:8], t.Dst)
+	le.PutUint16(b[8:], t.Sport)
+	le.PutUint16(b[10:], t.Dport)
+	b[12], b[13] = t.Proto, t.TCPFlags
+}
+
+func putAddr4(b []byte, a netip.Addr) {
+	if a.Is4() {
+		v := a.As4()
+		copy(b, v[:])
+	}
+}

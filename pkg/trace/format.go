@@ -1,0 +1,65 @@
+// Package trace reads and writes nettrace recordings: self-contained
+// streams of events that replay on any machine into the same flows and
+// explanations as the live run, and export to pcapng for Wireshark.
+//
+// A recording is a header and a stream of records:
+//
+//	header  := magic[8] version:u16le flags:u16le
+//	record  := type:u8 length:uvarint payload[length] crc32c(type, payload):u32le
+//
+// Record types: a meta record (JSON: the kernel, the observation points
+// and their methods, the drop-reason names of the recording kernel, the
+// clock anchor) comes first; namespace and symbol names are written
+// before the first event that needs them, so every prefix of a recording
+// is self-contained; event records hold the kernel record in a sparse
+// form (a bitmap of its non-zero 8-byte words, then those words) and the
+// packet's first bytes; a summary record (lost events per point) ends a
+// complete recording. A recording cut off by a crash or a full disk reads
+// up to its last complete record, and the reader says where it ends.
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Magic starts every recording. The first byte is not ASCII and a newline
+// follows, so text-mode transfers and pcap files are told apart at once.
+var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
+
+// Version is the format version this package writes and reads.
+const Version = 1
+
+const headerSize = 12
+
+// Record types.
+const (
+	recMeta    = 1
+	recNetns   = 2
+	recSymbol  = 3
+	recEvent   = 4
+	recSummary = 5
+)
+
+// maxRecord bounds a record's length: a longer one is corruption.
+const maxRecord = 1 << 20
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Error is a problem at a place in a recording.
+type Error struct {
+	File   string
+	Offset int64
+	Err    error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: offset %d: %v", e.File, e.Offset, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrTruncated reports a recording that ends inside a record: it was cut
+// off while being written. Everything before Offset was read.
+var ErrTruncated = errors.New("the recording ends inside a record (cut off while it was written); events up to here were read")

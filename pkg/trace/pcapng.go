@@ -1,0 +1,137 @@
+package trace
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+
+// exporter writes the packets of a stream as pcapng: one interface per
+// namespace and device, named "netns/dev"; per packet the direction, a
+// packet id shared by every state of one packet, and comments carrying
+// nettrace's metadata as "key: value" (in Wireshark: frame.comment ==
+// "drop_reason: IP_RPFILTER").
+type exporter struct {
+	w      *pcapgo.NgWriter
+	s      *Stream
+	ifaces map[string]int
+	epochs map[uint64]uint64
+}
+
+// ExportPcapng writes the packets of s (events that carry packet bytes)
+// to out, and returns how many it wrote.
+func ExportPcapng(s *Stream, out io.Writer) (int, error) {
+	w, err := pcapgo.NewNgWriterInterface(out, pcapgo.NgInterface{Name: "nettrace", LinkType: layers.LinkTypeRaw, SnapLength: 65535},
+		pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "nettrace", Comment: "exported by nettrace from a recording"}})
+	if err != nil {
+		return 0, fmt.Errorf("write pcapng: %w", err)
+	}
+	x := &exporter{w: w, s: s, ifaces: map[string]int{}, epochs: map[uint64]uint64{}}
+	n := 0
+	var e event.Event
+	for {
+		err := s.Next(&e)
+		if err == io.EOF {
+			break
+		}
+		if len(e.Packet) == 0 {
+			continue
+		}
+		if err := x.packet(&e); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if err := w.Flush(); err != nil {
+		return n, fmt.Errorf("write pcapng: %w", err)
+	}
+	return n, nil
+}
+
+func (x *exporter) iface(e *event.Event) (int, error) {
+	name := x.s.NetnsName(e.Netns)
+	if d := e.Ifname.String(); d != "" {
+		name += "/" + d
+	}
+	if id, ok := x.ifaces[name]; ok {
+		return id, nil
+	}
+	id, err := x.w.AddInterface(pcapgo.NgInterface{Name: name, LinkType: layers.LinkTypeRaw, SnapLength: 65535,
+		Description: "network namespace " + x.s.NetnsName(e.Netns)})
+	if err != nil {
+		return 0, fmt.Errorf("write pcapng: %w", err)
+	}
+	x.ifaces[name] = id
+	return id, nil
+}
+
+func (x *exporter) packet(e *event.Event) error {
+	id, err := x.iface(e)
+	if err != nil {
+		return err
+	}
+	length := len(e.Packet)
+	if len(e.Packet) >= 4 {
+		if tot := int(binary.BigEndian.Uint16(e.Packet[2:])); tot > length {
+			length = tot
+		}
+	}
+	// One packet, one id, across its states; a freed skb's address starts
+	// a new packet.
+	pid := e.Skb ^ x.epochs[e.Skb]<<56
+	if e.Point == event.PointDrop {
+		x.epochs[e.Skb]++
+	}
+	opts := pcapgo.NgPacketOptions{PacketID: &pid, Comments: x.comments(e)}
+	switch e.Kind {
+	case event.KindDevRx:
+		opts.Flags = &pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionInbound}
+	case event.KindDevTx, event.KindVXLANEncap:
+		opts.Flags = &pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionOutbound}
+	}
+	ci := gopacket.CaptureInfo{Timestamp: x.s.Wall(e.Time), CaptureLength: len(e.Packet), Length: length, InterfaceIndex: id}
+	if err := x.w.WritePacketWithOptions(ci, e.Packet, opts); err != nil {
+		return fmt.Errorf("write pcapng: %w", err)
+	}
+	return nil
+}
+
+func tuple(t event.Tuple) string {
+	return fmt.Sprintf("%s %s:%d -> %s:%d", event.ProtoName(t.Proto), t.Src, t.Sport, t.Dst, t.Dport)
+}
+
+func (x *exporter) comments(e *event.Event) []string {
+	c := []string{"point: " + e.Point.String(), "kind: " + e.Kind.String(), "netns: " + x.s.NetnsName(e.Netns)}
+	if e.Hook != event.HookNone {
+		c = append(c, "hook: "+e.Hook.String())
+	}
+	c = append(c, "tuple: "+tuple(e.Tuple))
+	if e.HasInner() {
+		c = append(c, "inner: "+tuple(e.Inner))
+	}
+	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
+		c = append(c, "nat_before: "+tuple(e.NAT.Pre), "nat_after: "+tuple(e.Tuple))
+	}
+	if e.HasCT() {
+		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))
+	}
+	switch e.Point {
+	case event.PointDrop:
+		c = append(c, "drop_reason: "+x.s.ReasonName(e.Drop.Reason), "drop_location: "+x.s.SymbolName(e.Drop.Location))
+	case event.PointVXLAN:
+		if e.Kind == event.KindVXLANEncap {
+			c = append(c, fmt.Sprintf("vni: %d", e.VXLAN.VNI), "vtep: "+e.VXLAN.Remote.String())
+		}
+	case event.PointSYN:
+		c = append(c, "syn_outcome: "+e.SYN.Outcome.String())
+	}
+	return c
+}

@@ -1,0 +1,252 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math/bits"
+	"os"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Reader reads a recording.
+type Reader struct {
+	File    string
+	Meta    Meta
+	Summary *Summary // set once the closing summary is read
+
+	br      *bufio.Reader
+	closer  io.Closer
+	off     int64
+	netns   map[uint32]string
+	symbols map[uint64]string
+	payload []byte
+	rec     []byte
+	records uint64
+}
+
+// Open opens a recording and reads its header and meta record.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewReader(path, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.closer = f
+	return r, nil
+}
+
+// NewReader reads a recording from rd; name is used in errors.
+func NewReader(name string, rd io.Reader) (*Reader, error) {
+	r := &Reader{File: name, br: bufio.NewReaderSize(rd, 64<<10), netns: map[uint32]string{}, symbols: map[uint64]string{},
+		rec: make([]byte, event.RecordSize+maxPacket)}
+	var hdr [headerSize]byte
+	n, err := io.ReadFull(r.br, hdr[:])
+	switch {
+	case n == 0 && (err == io.EOF || err == nil):
+		return nil, r.errorf(0, "empty file: not a nettrace recording")
+	case n >= 4 && !bytes.Equal(hdr[:min(n, 8)], Magic[:min(n, 8)]):
+		return nil, r.errorf(0, "%s", notARecording(hdr[:n]))
+	case err != nil:
+		return nil, r.errorf(int64(n), "too short for a nettrace recording header (%d bytes)", n)
+	}
+	if v := binary.LittleEndian.Uint16(hdr[8:]); v != Version {
+		if v > Version {
+			return nil, r.errorf(8, "format version %d is newer than this nettrace reads (%d): replay it with a newer nettrace", v, Version)
+		}
+		return nil, r.errorf(8, "invalid format version %d", v)
+	}
+	r.off = headerSize
+	typ, payload, err := r.next()
+	if err == io.EOF {
+		return nil, &Error{r.File, headerSize, ErrTruncated}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if typ != recMeta {
+		return nil, r.errorf(headerSize, "the first record is not the recording's description (type %d)", typ)
+	}
+	if err := json.Unmarshal(payload, &r.Meta); err != nil {
+		return nil, r.errorf(headerSize, "unreadable description: %v", err)
+	}
+	return r, nil
+}
+
+// maxPacket bounds the packet bytes of one event record.
+const maxPacket = 512
+
+func notARecording(magic []byte) string {
+	if len(magic) >= 4 {
+		switch binary.LittleEndian.Uint32(magic) {
+		case 0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1:
+			return "this is a pcap capture (tcpdump?), not a nettrace recording"
+		case 0x0a0d0d0a:
+			return "this is a pcapng capture, not a nettrace recording (nettrace export writes those; it cannot replay them)"
+		}
+	}
+	return "not a nettrace recording (unknown magic number)"
+}
+
+func (r *Reader) errorf(off int64, format string, args ...any) *Error {
+	return &Error{File: r.File, Offset: off, Err: fmt.Errorf(format, args...)}
+}
+
+// next reads one record, checking its length and checksum.
+func (r *Reader) next() (byte, []byte, error) {
+	start := r.off
+	typ, err := r.br.ReadByte()
+	if err == io.EOF {
+		return 0, nil, io.EOF
+	}
+	if err != nil {
+		return 0, nil, &Error{r.File, start, err}
+	}
+	length, err := binary.ReadUvarint(r.br)
+	if err != nil {
+		return 0, nil, r.truncated(start, err)
+	}
+	if length > maxRecord {
+		return 0, nil, r.errorf(start, "record of %d bytes: the recording is corrupt", length)
+	}
+	if cap(r.payload) < int(length)+4 {
+		r.payload = make([]byte, length+4)
+	}
+	buf := r.payload[:length+4]
+	if _, err := io.ReadFull(r.br, buf); err != nil {
+		return 0, nil, r.truncated(start, err)
+	}
+	payload := buf[:length]
+	want := binary.LittleEndian.Uint32(buf[length:])
+	if crc := crc32.Update(crc32.Checksum([]byte{typ}, crcTable), crcTable, payload); crc != want {
+		return 0, nil, r.errorf(start, "record corrupt (checksum mismatch)")
+	}
+	r.off = start + 1 + int64(uvarintLen(length)) + int64(length) + 4
+	r.records++
+	return typ, payload, nil
+}
+
+func (r *Reader) truncated(start int64, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &Error{r.File, start, ErrTruncated}
+	}
+	return &Error{r.File, start, err}
+}
+
+func uvarintLen(v uint64) int {
+	return len(binary.AppendUvarint(nil, v))
+}
+
+// ErrNoEnd reports a recording that stops at a record boundary without its
+// closing summary: the recorder was killed. Every record was read.
+var ErrNoEnd = errors.New("the recording has no closing summary (the recorder was killed?); every complete record was read")
+
+// Next reads the next event into e. It returns io.EOF at the end of a
+// complete recording; an *Error wrapping ErrTruncated or ErrNoEnd for one
+// that was cut off (the events before were all returned); another *Error
+// for a corrupt one. e.Packet refers to a buffer reused by the next call.
+func (r *Reader) Next(e *event.Event) error {
+	for {
+		start := r.off
+		typ, payload, err := r.next()
+		if err == io.EOF {
+			if r.Summary == nil {
+				return &Error{r.File, start, ErrNoEnd}
+			}
+			return io.EOF
+		}
+		if err != nil {
+			return err
+		}
+		if r.Summary != nil {
+			return r.errorf(start, "records after the closing summary: the recording is corrupt")
+		}
+		switch typ {
+		case recNetns:
+			if len(payload) < 4 {
+				return r.errorf(start, "namespace record too short")
+			}
+			r.netns[binary.LittleEndian.Uint32(payload)] = string(payload[4:])
+		case recSymbol:
+			if len(payload) < 8 {
+				return r.errorf(start, "symbol record too short")
+			}
+			r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
+		case recSummary:
+			var s Summary
+			if err := json.Unmarshal(payload, &s); err != nil {
+				return r.errorf(start, "unreadable summary: %v", err)
+			}
+			r.Summary = &s
+		case recEvent:
+			if err := r.decodeEvent(payload, e); err != nil {
+				return r.errorf(start, "%v", err)
+			}
+			return nil
+		default:
+			return r.errorf(start, "unknown record type %d: the recording is corrupt", typ)
+		}
+	}
+}
+
+func (r *Reader) decodeEvent(p []byte, e *event.Event) error {
+	const words = event.RecordSize / 8
+	if len(p) < 4 {
+		return errors.New("event record too short")
+	}
+	mask := binary.LittleEndian.Uint32(p)
+	if mask>>words != 0 {
+		return errors.New("event record corrupt")
+	}
+	p = p[4:]
+	if len(p) < 8*bits.OnesCount32(mask) {
+		return errors.New("event record too short")
+	}
+	rec := r.rec[:event.RecordSize]
+	for i := 0; i < words; i++ {
+		if mask&(1<<i) != 0 {
+			copy(rec[i*8:i*8+8], p[:8])
+			p = p[8:]
+		} else {
+			clear(rec[i*8 : i*8+8])
+		}
+	}
+	if len(p) > maxPacket {
+		return fmt.Errorf("event record carries %d packet bytes", len(p))
+	}
+	copy(r.rec[event.RecordSize:], p)
+	if err := event.Decode(r.rec[:event.RecordSize+len(p)], e); err != nil {
+		return err
+	}
+	if len(e.Packet) != len(p) {
+		return fmt.Errorf("event record carries %d packet bytes, says %d", len(p), len(e.Packet))
+	}
+	return nil
+}
+
+// NetnsName names a namespace inode as the recording host did.
+func (r *Reader) NetnsName(ino uint32) string { return r.netns[ino] }
+
+// SymbolName names a kernel address as the recording host did.
+func (r *Reader) SymbolName(addr uint64) string { return r.symbols[addr] }
+
+// Offset is where the next record starts.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Close closes the file.
+func (r *Reader) Close() error {
+	if r.closer != nil {
+		return r.closer.Close()
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Stream merges recordings into one event stream in time order. A single
+// recording keeps its kernel clock, so it replays exactly as it was seen
+// live. Several (from several hosts) are put on the wall clock, and the
+// identities that only mean something on their own host (namespace
+// inodes, packet and conntrack addresses, drop-reason numbers, symbol
+// addresses) are kept apart.
+type Stream struct {
+	readers []*Reader
+	heads   []event.Event
+	live    []bool
+	// taken is the reader whose head was last delivered: it advances on
+	// the next call, so the delivered packet bytes stay valid until then.
+	taken int
+	// Errs are the recordings that ended on an error (cut off, corrupt):
+	// their events up to it were delivered.
+	Errs []error
+
+	multi   bool
+	netns   map[uint32]string
+	reasons map[uint32]string
+	symbols map[uint64]string
+	remapNs map[[2]uint32]uint32
+	remapRs map[[2]uint32]uint32
+}
+
+// NewStream merges readers.
+func NewStream(readers []*Reader) *Stream {
+	s := &Stream{readers: readers, heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
+		taken: -1, multi: len(readers) > 1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
+		remapNs: map[[2]uint32]uint32{}, remapRs: map[[2]uint32]uint32{}}
+	for i := range readers {
+		s.advance(i)
+	}
+	return s
+}
+
+func (s *Stream) advance(i int) {
+	err := s.readers[i].Next(&s.heads[i])
+	s.live[i] = err == nil
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.Errs = append(s.Errs, err)
+	}
+	if err == nil && s.multi {
+		s.rebase(i, &s.heads[i])
+	}
+}
+
+// salt separates the kernel addresses of different recordings.
+func salt(i int) uint64 { return uint64(i+1) << 44 }
+
+func (s *Stream) rebase(i int, e *event.Event) {
+	r := s.readers[i]
+	e.Time = uint64(r.Meta.Wall(e.Time).UnixNano())
+	if e.Netns != 0 {
+		k := [2]uint32{uint32(i), e.Netns}
+		id, ok := s.remapNs[k]
+		if !ok {
+			id = uint32(len(s.remapNs) + 1)
+			s.remapNs[k] = id
+		}
+		s.netns[id] = s.hostName(i) + ":" + r.NetnsName(e.Netns)
+		e.Netns = id
+	}
+	if e.Skb != 0 {
+		e.Skb ^= salt(i)
+	}
+	if e.CT.ID != 0 {
+		e.CT.ID ^= salt(i)
+	}
+	if e.TCP.Sock != 0 {
+		e.TCP.Sock ^= salt(i)
+	}
+	if e.Point == event.PointDrop {
+		k := [2]uint32{uint32(i), e.Drop.Reason}
+		id, ok := s.remapRs[k]
+		if !ok {
+			id = uint32(len(s.remapRs) + 1)
+			s.remapRs[k] = id
+			s.reasons[id] = r.Meta.DropReasons[e.Drop.Reason]
+		}
+		name := r.SymbolName(e.Drop.Location)
+		e.Drop.Reason, e.Drop.Location = id, e.Drop.Location^salt(i)
+		s.symbols[e.Drop.Location] = name
+	}
+}
+
+func (s *Stream) hostName(i int) string {
+	if h := s.readers[i].Meta.Host; h != "" {
+		return h
+	}
+	return filepath.Base(s.readers[i].File)
+}
+
+// Next delivers the earliest event of all recordings; io.EOF after the
+// last. e.Packet is valid until the next call.
+func (s *Stream) Next(e *event.Event) error {
+	if s.taken >= 0 {
+		s.advance(s.taken)
+		s.taken = -1
+	}
+	best := -1
+	for i, ok := range s.live {
+		if ok && (best < 0 || s.heads[i].Time < s.heads[best].Time) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return io.EOF
+	}
+	*e = s.heads[best]
+	s.taken = best
+	return nil
+}
+
+// NetnsName names a namespace of the stream.
+func (s *Stream) NetnsName(ino uint32) string {
+	if s.multi {
+		return s.netns[ino]
+	}
+	return s.readers[0].NetnsName(ino)
+}
+
+// ReasonName names a drop reason of the stream.
+func (s *Stream) ReasonName(r uint32) string {
+	if s.multi {
+		return s.reasons[r]
+	}
+	return s.readers[0].Meta.DropReasons[r]
+}
+
+// SymbolName names a drop location of the stream.
+func (s *Stream) SymbolName(addr uint64) string {
+	if s.multi {
+		return s.symbols[addr]
+	}
+	if n := s.readers[0].SymbolName(addr); n != "" {
+		return n
+	}
+	return fmt.Sprintf("%#x", addr)
+}
+
+// Wall converts a stream time to wall-clock time.
+func (s *Stream) Wall(t uint64) time.Time {
+	if s.multi {
+		return time.Unix(0, int64(t))
+	}
+	return s.readers[0].Meta.Wall(t)
+}
+
+// Lost adds up the lost events of the recordings, per point.
+func (s *Stream) Lost() map[event.Point]uint64 {
+	out := map[event.Point]uint64{}
+	for _, r := range s.readers {
+		if r.Summary == nil {
+			continue
+		}
+		for _, p := range event.Points {
+			out[p] += r.Summary.Lost[p.String()]
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Names gives the names a recording must carry for replay.
+type Names interface {
+	NetnsName(ino uint32) string
+	SymbolName(addr uint64) string
+}
+
+// Writer writes a recording as a stream.
+type Writer struct {
+	f       *os.File
+	bw      *bufio.Writer
+	names   Names
+	netns   map[uint32]bool
+	symbols map[uint64]bool
+	rec     []byte
+	scratch []byte
+	events  uint64
+	bytes   int64
+}
+
+// Create starts a recording at path, readable by its owner only: it
+// holds packet headers from the host.
+func Create(path string, meta Meta, names Names) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create recording: %w", err)
+	}
+	// An existing file keeps its mode through O_TRUNC.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("create recording: %w", err)
+	}
+	w := &Writer{f: f, bw: bufio.NewWriterSize(f, 64<<10), names: names, netns: map[uint32]bool{}, symbols: map[uint64]bool{},
+		scratch: make([]byte, event.RecordSize+512)}
+	var hdr [headerSize]byte
+	copy(hdr[:], Magic[:])
+	binary.LittleEndian.PutUint16(hdr[8:], Version)
+	if _, err := w.bw.Write(hdr[:]); err != nil {
+		return nil, w.fail(err)
+	}
+	w.bytes = headerSize
+	js, err := json.Marshal(meta)
+	if err != nil {
+		return nil, w.fail(err)
+	}
+	if err := w.record(recMeta, js); err != nil {
+		return nil, w.fail(err)
+	}
+	return w, nil
+}
+
+func (w *Writer) fail(err error) error {
+	w.f.Close()
+	return fmt.Errorf("write recording %s: %w", w.f.Name(), err)
+}
+
+func (w *Writer) record(typ byte, payload []byte) error {
+	w.rec = w.rec[:0]
+	w.rec = append(w.rec, typ)
+	w.rec = binary.AppendUvarint(w.rec, uint64(len(payload)))
+	w.rec = append(w.rec, payload...)
+	crc := crc32.Update(crc32.Checksum([]byte{typ}, crcTable), crcTable, payload)
+	w.rec = binary.LittleEndian.AppendUint32(w.rec, crc)
+	n, err := w.bw.Write(w.rec)
+	w.bytes += int64(n)
+	return err
+}
+
+// Event appends an event, preceded by the names it needs that the
+// recording does not have yet.
+func (w *Writer) Event(e *event.Event) error {
+	if e.Netns != 0 && !w.netns[e.Netns] {
+		w.netns[e.Netns] = true
+		name := w.names.NetnsName(e.Netns)
+		p := binary.LittleEndian.AppendUint32(nil, e.Netns)
+		if err := w.record(recNetns, append(p, name...)); err != nil {
+			return err
+		}
+	}
+	if e.Point == event.PointDrop && !w.symbols[e.Drop.Location] {
+		w.symbols[e.Drop.Location] = true
+		p := binary.LittleEndian.AppendUint64(nil, e.Drop.Location)
+		if err := w.record(recSymbol, append(p, w.names.SymbolName(e.Drop.Location)...)); err != nil {
+			return err
+		}
+	}
+	n := event.Encode(e, w.scratch)
+	w.events++
+	return w.record(recEvent, appendSparse(nil, w.scratch[:event.RecordSize], w.scratch[event.RecordSize:n]))
+}
+
+// Flush makes everything written so far reach the file (what a SIGKILL
+// would then leave readable).
+func (w *Writer) Flush() error { return w.bw.Flush() }
+
+// Close writes the summary that marks a complete recording and closes it.
+func (w *Writer) Close(s Summary) error {
+	js, err := json.Marshal(s)
+	if err == nil {
+		err = w.record(recSummary, js)
+	}
+	if ferr := w.bw.Flush(); err == nil {
+		err = ferr
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write recording %s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+// Stats returns the events and bytes written so far.
+func (w *Writer) Stats() (events uint64, bytes int64) { return w.events, w.bytes }
+
+// appendSparse writes a kernel record as a bitmap of its non-zero 8-byte
+// words and those words (most of a record is zero: the union and the
+// conntrack part of packets without one), then the packet bytes.
+func appendSparse(dst, rec, pkt []byte) []byte {
+	const words = event.RecordSize / 8
+	var mask uint32
+	for i := 0; i < words; i++ {
+		if binary.LittleEndian.Uint64(rec[i*8:]) != 0 {
+			mask |= 1 << i
+		}
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, mask)
+	for i := 0; i < words; i++ {
+		if mask&(1<<i) != 0 {
+			dst = append(dst, rec[i*8:i*8+8]...)
+		}
+	}
+	return append(dst, pkt...)
+}
