@@ -7,7 +7,7 @@ LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
 BPF_GEN := internal/probe/nat_bpfel.go
 
-.PHONY: all deps generate build test unit-test integration-test demo lab-down vmlinux clean
+.PHONY: all deps generate build test unit-test fuzz integration-test demo lab-down vmlinux clean
 
 all: build
 
@@ -35,7 +35,10 @@ unit-test: generate
 integration-test: generate
 	go test -count=1 -v ./test/...
 
-test: unit-test integration-test
+fuzz: generate
+	scripts/fuzz.sh
+
+test: unit-test fuzz integration-test
 
 demo: build
 	scripts/demo.sh $(BIN) $(LAB)

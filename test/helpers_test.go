@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// Replay tests run nettrace as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	nettraceBin = filepath.Join(dir, "nettrace")
 	labBin = filepath.Join(dir, "ntlab")
 	for bin, pkg := range map[string]string{nettraceBin: "../cmd/nettrace", labBin: "./lab/ntlab"} {

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,7 +30,8 @@ func runScenario(t *testing.T, name, filter string) labRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{}
+	recording := filepath.Join(t.TempDir(), name+".ntrace")
+	args := []string{"-w", recording}
 	for _, ns := range lab.Namespaces() {
 		args = append(args, "--netns", ns)
 	}
@@ -45,6 +47,7 @@ func runScenario(t *testing.T, name, filter string) labRun {
 	for _, x := range tr.explanations {
 		t.Logf("%s: %s", x.Rule, x.Summary)
 	}
+	requireSameReplay(t, recording, tr)
 	return labRun{outs, tr.events, tr.flows, tr.explanations}
 }
 

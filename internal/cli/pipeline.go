@@ -30,13 +30,13 @@ type pipeline struct {
 }
 
 type pipelineOptions struct {
-	format     string // text, json or none
-	events     bool
-	limit      uint64
-	flowIdle   time.Duration
-	maxFlows   int
-	names      output.Names
-	recorder   *trace.Writer
+	format   string // text, json or none
+	events   bool
+	limit    uint64
+	flowIdle time.Duration
+	maxFlows int
+	names    output.Names
+	recorder *trace.Writer
 }
 
 func newPipeline(o pipelineOptions) *pipeline {

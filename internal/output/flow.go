@@ -244,4 +244,3 @@ func addr(t *JSONTuple, source bool) string {
 	}
 	return fmt.Sprintf("%s:%d", t.Dst, t.Dport)
 }
-

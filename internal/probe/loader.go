@@ -34,7 +34,7 @@ type Options struct {
 	// SnapLen is how many bytes of each packet, from its IP header, events
 	// carry (at most MaxSnapLen).
 	SnapLen uint32
-	Log        zerolog.Logger
+	Log     zerolog.Logger
 }
 
 // MaxSnapLen is the largest packet prefix events carry (NT_SNAP_MAX).

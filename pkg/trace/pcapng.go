@@ -13,7 +13,6 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
-
 // exporter writes the packets of a stream as pcapng: one interface per
 // namespace and device, named "netns/dev"; per packet the direction, a
 // packet id shared by every state of one packet, and comments carrying

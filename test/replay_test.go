@@ -1,0 +1,206 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
+)
+
+// unprivileged runs nettrace as nobody, as on a machine where the person
+// explaining the incident has no root and no BPF.
+func unprivileged(args ...string) *exec.Cmd {
+	cmd := exec.Command(nettraceBin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	return cmd
+}
+
+// copyForNobody copies a recording (mode 0600, root's) to a directory
+// nobody can read, as if it were carried to another machine.
+func copyForNobody(t *testing.T, path string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nettrace-replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(dst, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, dst} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// requireSameReplay replays a recording of a live run, unprivileged, and
+// requires the same flows and explanations (compared as JSON).
+func requireSameReplay(t *testing.T, recording string, live trace) {
+	t.Helper()
+	st, err := os.Stat(recording)
+	if err != nil {
+		t.Fatalf("no recording: %v", err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("recording mode %v, want 0600", st.Mode().Perm())
+	}
+	cmd := unprivileged("replay", copyForNobody(t, recording), "-o", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("replay: %v\n%s", err, stderr.String())
+	}
+	var flows []output.JSONFlow
+	var expl []output.JSONExplanation
+	for _, line := range bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n")) {
+		var probe struct{ Type string }
+		json.Unmarshal(line, &probe)
+		switch probe.Type {
+		case "flow":
+			var f output.JSONFlow
+			json.Unmarshal(line, &f)
+			flows = append(flows, f)
+		case "explanation":
+			var x output.JSONExplanation
+			json.Unmarshal(line, &x)
+			expl = append(expl, x)
+		}
+	}
+	byID := func(fs []output.JSONFlow) []output.JSONFlow {
+		out := append([]output.JSONFlow(nil), fs...)
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+		return out
+	}
+	xByID := func(xs []output.JSONExplanation) []output.JSONExplanation {
+		out := append([]output.JSONExplanation(nil), xs...)
+		sort.Slice(out, func(i, j int) bool { return out[i].Flow.ID < out[j].Flow.ID })
+		return out
+	}
+	if !reflect.DeepEqual(byID(flows), byID(live.flows)) {
+		t.Errorf("replayed flows differ from the live run:\nlive:\n%s\nreplay:\n%s", dump(byID(live.flows)), dump(byID(flows)))
+	}
+	if !reflect.DeepEqual(xByID(expl), xByID(live.explanations)) {
+		t.Errorf("replayed explanations differ from the live run:\nlive:\n%s\nreplay:\n%s", dump(live.explanations), dump(expl))
+	}
+}
+
+// The packets of a recording open in tshark, with nettrace's metadata in
+// the packet comments.
+func TestExportOpensInTshark(t *testing.T) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Fatal("tshark is not installed (make deps installs it)")
+	}
+	if _, err := lab.Up("snat-missing", labBin); err != nil {
+		lab.Down()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Down() })
+	recording := filepath.Join(t.TempDir(), "snat.ntrace")
+	args := []string{"-w", recording}
+	for _, ns := range lab.Namespaces() {
+		args = append(args, "--netns", ns)
+	}
+	w := startWatch(t, append(args, "host "+lab.SNATServiceIP)...)
+	sc, _ := lab.Lookup("snat-missing")
+	if _, err := lab.Traffic(sc); err != nil {
+		t.Fatal(err)
+	}
+	w.stop(t)
+	copied := copyForNobody(t, recording)
+	pcapng := filepath.Join(filepath.Dir(copied), "snat.pcapng")
+	if out, err := unprivileged("export", "--pcapng", pcapng, copied).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	out, err := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment == "drop_reason: IP_RPFILTER"`,
+		"-T", "fields", "-e", "frame.interface_name", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "frame.comment").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatalf("tshark found no packet commented with the rp_filter drop")
+	}
+	f := strings.Split(lines[0], "\t")
+	if len(f) < 5 || f[0] != lab.NsNode1+"/eth0" || f[1] != lab.Pod2IP || f[2] != "8080" || f[3] != lab.Node1IP ||
+		!strings.Contains(f[4], "point: drop") || !strings.Contains(f[4], "netns: "+lab.NsNode1) {
+		t.Fatalf("tshark fields %q, want the SYN-ACK %s:8080 -> %s dropped on %s/eth0 with its comments", f, lab.Pod2IP, lab.Node1IP, lab.NsNode1)
+	}
+	nat, err := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment == "nat_after: tcp 172.20.0.1:0 -> 0.0.0.0:0"`).Output()
+	if err != nil || len(bytes.TrimSpace(nat)) != 0 {
+		t.Errorf("a comment filter matching nothing matched: %s %v", nat, err)
+	}
+	dnat, _ := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment contains "nat_before: tcp 172.20.0.1:" && frame.comment contains "-> 10.96.0.10:80"`).Output()
+	if len(bytes.TrimSpace(dnat)) == 0 {
+		t.Errorf("no packet commented with the DNAT's tuple before translation")
+	}
+}
+
+// Bad input gets one line naming the file and the offset, and an exit
+// code saying whether what was replayed is partial.
+func TestReplayBadInput(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.ntrace")
+	ns := newNetns(t, "rec")
+	w := startWatch(t, "-w", good, "--netns", ns, "host 127.0.0.1")
+	inNetns(t, ns, func() error {
+		dial(t, ns, "", "127.0.0.1:9", 0)
+		return nil
+	})
+	w.stop(t)
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, b, 0o600)
+		return p
+	}
+	pcap := []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0}
+	newer := append([]byte(nil), data...)
+	newer[8] = 9
+	tests := []struct {
+		name, path, want string
+		code             int
+	}{
+		{"truncated", write("cut.ntrace", data[:len(data)-7]), "ends inside a record", 3},
+		{"newer version", write("newer.ntrace", newer), "offset 8: format version 9 is newer", 1},
+		{"random bytes", write("random.ntrace", []byte("random bytes, not a recording at all")), "offset 0: not a nettrace recording", 1},
+		{"tcpdump pcap", write("dump.pcap", pcap), "offset 0: this is a pcap capture", 1},
+		{"empty", write("empty.ntrace", nil), "offset 0: empty file", 1},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(nettraceBin, "replay", tt.path)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		msg := strings.TrimSpace(stderr.String())
+		last := msg[strings.LastIndex(msg, "\n")+1:]
+		if code != tt.code || !strings.Contains(last, tt.path+": offset ") || !strings.Contains(last, tt.want) {
+			t.Errorf("%s: exit %d, last line %q; want exit %d and %q with the file and offset", tt.name, code, last, tt.code, tt.want)
+		}
+		if strings.Contains(msg, "goroutine") || strings.Contains(msg, "panic") {
+			t.Errorf("%s: stack trace:\n%s", tt.name, msg)
+		}
+	}
+}
