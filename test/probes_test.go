@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,13 +131,24 @@ func TestNoResidueAfterSIGKILL(t *testing.T) {
 	// Programs of earlier runs are freed asynchronously after their exit.
 	waitNoPrograms(t, "before the test")
 	ns := newNetns(t, "kill")
-	w := startWatch(t, "--netns", ns, "port 1")
+	recording := filepath.Join(t.TempDir(), "killed.ntrace")
+	w := startWatch(t, "-w", recording, "--netns", ns, "port 1")
 	if n := ourPrograms(t); n == 0 {
 		t.Fatal("no nettrace program loaded while watch runs")
 	}
+	dial(t, ns, "", "127.0.0.1:1", time.Second)
+	time.Sleep(300 * time.Millisecond) // the recording is flushed every 100 ms
 	w.cmd.Process.Kill()
 	w.cmd.Wait()
 	waitNoPrograms(t, "after SIGKILL")
+
+	// The recording of the killed run replays up to where it stopped.
+	out, err := exec.Command(nettraceBin, "replay", recording, "-o", "json").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "no closing summary") ||
+		!strings.Contains(string(out), `"type":"flow"`) {
+		t.Fatalf("replay of a killed recording: %v\n%s", err, out)
+	}
 }
 
 func waitNoPrograms(t *testing.T, when string) {
