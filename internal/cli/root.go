@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -13,8 +14,10 @@ import (
 )
 
 type globalFlags struct {
-	logLevel  string
-	logFormat string
+	logLevel   string
+	logFormat  string
+	cpuProfile string
+	memProfile string
 }
 
 // Main runs the command line and returns the process exit code.
@@ -31,6 +34,12 @@ you select with a pcap-style filter, across network namespaces.`,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "diagnostics level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "console", "diagnostics format on stderr: console or json")
+	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) here")
+	root.PersistentFlags().StringVar(&g.memProfile, "memprofile", "", "write a heap profile (pprof) here at exit")
+	root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentFlags().MarkHidden("memprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.startProfiles() }
+	defer g.stopProfiles()
 	root.AddCommand(newProbesCommand(&g), newWatchCommand(&g), newRecordCommand(&g), newReplayCommand(&g), newExportCommand(&g))
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
@@ -77,4 +86,33 @@ func requireRoot(what string) error {
 		return fmt.Errorf("%s needs root (it loads eBPF programs): run it with sudo", what)
 	}
 	return nil
+}
+
+var cpuProfileFile *os.File
+
+// startProfiles starts the profiles asked for: they measure nettrace
+// itself (docs/performance.md).
+func (g *globalFlags) startProfiles() error {
+	if g.cpuProfile == "" {
+		return nil
+	}
+	f, err := os.Create(g.cpuProfile)
+	if err != nil {
+		return err
+	}
+	cpuProfileFile = f
+	return pprof.StartCPUProfile(f)
+}
+
+func (g *globalFlags) stopProfiles() {
+	if cpuProfileFile != nil {
+		pprof.StopCPUProfile()
+		cpuProfileFile.Close()
+	}
+	if g.memProfile != "" {
+		if f, err := os.Create(g.memProfile); err == nil {
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 }

@@ -23,9 +23,9 @@ func flowsOf(t *testing.T, events []event.Event) []*flow.Flow {
 	c := flow.New(flow.DefaultConfig)
 	var out []*flow.Flow
 	for i := range events {
-		c.Add(&events[i], func(f *flow.Flow) { out = append(out, f) })
+		c.Add(&events[i], func(f *flow.Flow) { out = append(out, f.Clone()) })
 	}
-	c.Flush(func(f *flow.Flow) { out = append(out, f) })
+	c.Flush(func(f *flow.Flow) { out = append(out, f.Clone()) })
 	return out
 }
 

@@ -1,8 +1,9 @@
 package flow
 
 import (
+	"cmp"
 	"net/netip"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -37,19 +38,25 @@ const (
 )
 
 // key identifies something a flow is known by: a packet (skb address and
-// epoch), a conntrack entry, or a connection tuple (both directions).
+// epoch), a conntrack entry, or a connection tuple (both directions). It
+// holds no pointer, so the maps keyed by it cost the garbage collector
+// nothing to scan.
 type key struct {
-	kind  keyKind
 	id    uint64
+	a, b  uint64 // tuple endpoints: IPv4 address << 16 | port
 	epoch uint32
+	kind  keyKind
 	proto uint8
-	a, b  netip.AddrPort
+}
+
+func endpoint(a netip.Addr, port uint16) uint64 {
+	v := a.As4()
+	return uint64(v[0])<<40 | uint64(v[1])<<32 | uint64(v[2])<<24 | uint64(v[3])<<16 | uint64(port)
 }
 
 func tupleKey(t event.Tuple) key {
-	a := netip.AddrPortFrom(t.Src, t.Sport)
-	b := netip.AddrPortFrom(t.Dst, t.Dport)
-	if b.Compare(a) < 0 {
+	a, b := endpoint(t.Src, t.Sport), endpoint(t.Dst, t.Dport)
+	if b < a {
 		a, b = b, a
 	}
 	return key{kind: keyTuple, proto: t.Proto, a: a, b: b}
@@ -92,8 +99,15 @@ func (s *skbState) learn(k key) {
 // packets cross a host in microseconds.
 const skbGap = uint64(time.Second)
 
-// Correlator turns events into flows.
+// Correlator turns events into flows. A flow handed to done is valid
+// during the call only: its memory is reused for later flows, so that
+// correlation allocates nothing per event once warm.
 type Correlator struct {
+	freeFlows   []*Flow
+	freePackets []*Packet
+	freeSkbs    []*skbState
+	freeHeld    [][]event.Event
+
 	cfg  Config
 	skbs map[uint64]*skbState
 	// held keeps the partial events of an skb (a route lookup made inside
@@ -102,6 +116,8 @@ type Correlator struct {
 	held   map[uint64][]event.Event
 	byKey  map[key]*Flow
 	flows  map[*Flow]struct{}
+	// oldest and newest end the list of flows by last activity.
+	oldest, newest *Flow
 	nextID uint64
 	now    uint64
 	stats  Stats
@@ -167,7 +183,7 @@ func (c *Correlator) keysOf(e *event.Event, keys *[4]key) (n int, skb key) {
 	}
 	st := c.skbs[e.Skb]
 	if st == nil {
-		st = &skbState{}
+		st = c.newSkbState()
 		c.skbs[e.Skb] = st
 	} else if e.Point == event.PointSYN && st.knows(tk) {
 		// The user-space syn method reports a SYN after the kernel is done
@@ -201,15 +217,21 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.now = e.Time
 	}
 	if e.Skb != 0 && partial(e) {
-		held := *e
-		held.Packet = nil
-		c.held[e.Skb] = append(c.held[e.Skb], held)
+		h, ok := c.held[e.Skb]
+		if !ok && len(c.freeHeld) > 0 {
+			h = c.freeHeld[len(c.freeHeld)-1]
+			c.freeHeld = c.freeHeld[:len(c.freeHeld)-1]
+		}
+		h = append(h, *e)
+		h[len(h)-1].Packet = nil
+		c.held[e.Skb] = h
 		return
 	}
 	var keys [4]key
 	n, skb := c.keysOf(e, &keys)
 	var f *Flow
-	for _, k := range keys[:n] {
+	var found [4]*Flow
+	for i, k := range keys[:n] {
 		g := c.byKey[k]
 		if g == nil {
 			continue
@@ -218,6 +240,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 			c.end(g, done) // idle: this event starts something new
 			continue
 		}
+		found[i] = g
 		if f == nil {
 			f = g
 		} else if f != g {
@@ -232,11 +255,14 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 			c.evictOldest(done)
 		}
 		c.nextID++
-		f = &Flow{ID: c.nextID, Start: e.Time}
+		f = c.newFlow()
+		f.ID, f.Start = c.nextID, e.Time
 		c.flows[f] = struct{}{}
 	}
-	for _, k := range keys[:n] {
-		if c.byKey[k] != f {
+	for i, k := range keys[:n] {
+		// A key found on another flow that was merged into f points to f
+		// already; only keys new to f are added.
+		if found[i] == nil || (found[i] != f && c.byKey[k] != f) {
 			c.byKey[k] = f
 			f.keys = append(f.keys, k)
 		}
@@ -247,6 +273,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	if e.Time < f.Start {
 		f.Start = e.Time
 	}
+	c.touch(f)
 	stored := *e
 	stored.Packet = nil // refers to a buffer about to be reused
 	if skb.kind == 0 {
@@ -260,12 +287,13 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		}
 	}
 	if p == nil {
-		p = &Packet{Skb: skb.id, epoch: skb.epoch}
+		p = c.newPacket()
+		p.Skb, p.epoch = skb.id, skb.epoch
 		f.Packets = append(f.Packets, p)
 	}
-	if held := c.held[skb.id]; len(held) > 0 {
+	if held, ok := c.held[skb.id]; ok {
 		p.Events = append(p.Events, held...)
-		delete(c.held, skb.id)
+		c.dropHeld(skb.id, held)
 	}
 	p.Events = append(p.Events, stored)
 }
@@ -292,7 +320,39 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 		a.ID = b.ID
 	}
 	delete(c.flows, b)
+	c.unlink(b)
 	return a
+}
+
+// unlink takes a flow out of the activity list.
+func (c *Correlator) unlink(f *Flow) {
+	if f.prev != nil {
+		f.prev.next = f.next
+	} else if c.oldest == f {
+		c.oldest = f.next
+	}
+	if f.next != nil {
+		f.next.prev = f.prev
+	} else if c.newest == f {
+		c.newest = f.prev
+	}
+	f.prev, f.next = nil, nil
+}
+
+// touch moves a flow to the newest end of the activity list.
+func (c *Correlator) touch(f *Flow) {
+	if c.newest == f {
+		return
+	}
+	c.unlink(f)
+	f.prev = c.newest
+	if c.newest != nil {
+		c.newest.next = f
+	}
+	c.newest = f
+	if c.oldest == nil {
+		c.oldest = f
+	}
 }
 
 func (c *Correlator) end(f *Flow, done func(*Flow)) {
@@ -300,6 +360,7 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 		return
 	}
 	delete(c.flows, f)
+	c.unlink(f)
 	for _, k := range f.keys {
 		if c.byKey[k] == f {
 			delete(c.byKey, k)
@@ -307,25 +368,69 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 		if k.kind == keySkb {
 			if st := c.skbs[k.id]; st != nil && st.epoch == k.epoch {
 				delete(c.skbs, k.id)
+				c.freeSkbs = append(c.freeSkbs, st)
 			}
 		}
 	}
-	f.keys = nil
 	f.sortPackets()
 	c.stats.Flows++
 	done(f)
+	c.recycle(f)
+}
+
+func (c *Correlator) dropHeld(skb uint64, held []event.Event) {
+	delete(c.held, skb)
+	c.freeHeld = append(c.freeHeld, held[:0])
+}
+
+func (c *Correlator) newSkbState() *skbState {
+	if n := len(c.freeSkbs); n > 0 {
+		st := c.freeSkbs[n-1]
+		c.freeSkbs = c.freeSkbs[:n-1]
+		*st = skbState{}
+		return st
+	}
+	return &skbState{}
+}
+
+func (c *Correlator) newFlow() *Flow {
+	if n := len(c.freeFlows); n > 0 {
+		f := c.freeFlows[n-1]
+		c.freeFlows = c.freeFlows[:n-1]
+		return f
+	}
+	return &Flow{}
+}
+
+func (c *Correlator) newPacket() *Packet {
+	if n := len(c.freePackets); n > 0 {
+		p := c.freePackets[n-1]
+		c.freePackets = c.freePackets[:n-1]
+		return p
+	}
+	return &Packet{Events: make([]event.Event, 0, 8)}
+}
+
+// recycle keeps a finished flow's memory for later flows. Slices keep
+// their capacity; a flow that grew unusually large is let go, so memory
+// stays bounded by typical flows.
+func (c *Correlator) recycle(f *Flow) {
+	for _, p := range f.Packets {
+		if cap(p.Events) <= 64 {
+			p.Events = p.Events[:0]
+			c.freePackets = append(c.freePackets, p)
+		}
+	}
+	if cap(f.Packets) <= 64 && cap(f.Socket) <= 64 && cap(f.keys) <= 256 {
+		*f = Flow{Packets: f.Packets[:0], Socket: f.Socket[:0], keys: f.keys[:0]}
+		c.freeFlows = append(c.freeFlows, f)
+	}
 }
 
 func (c *Correlator) evictOldest(done func(*Flow)) {
-	var oldest *Flow
-	for f := range c.flows {
-		if oldest == nil || f.End < oldest.End {
-			oldest = f
-		}
-	}
-	if oldest != nil {
+	if c.oldest != nil {
 		c.stats.Evicted++
-		c.end(oldest, done)
+		c.end(c.oldest, done)
 	}
 }
 
@@ -337,18 +442,13 @@ func (c *Correlator) Expire(now uint64, done func(*Flow)) {
 	}
 	for skb, held := range c.held {
 		if held[len(held)-1].Time+skbGap < c.now {
-			delete(c.held, skb)
+			c.dropHeld(skb, held)
 		}
 	}
-	var idle []*Flow
-	for f := range c.flows {
-		if f.End+uint64(c.cfg.Idle) < c.now {
-			idle = append(idle, f)
-		}
-	}
-	sortFlows(idle)
-	for _, f := range idle {
-		c.end(f, done)
+	// The list is in order of last activity, which is event order: the
+	// idle flows are at its start.
+	for c.oldest != nil && c.oldest.End+uint64(c.cfg.Idle) < c.now {
+		c.end(c.oldest, done)
 	}
 }
 
@@ -365,5 +465,5 @@ func (c *Correlator) Flush(done func(*Flow)) {
 }
 
 func sortFlows(fs []*Flow) {
-	sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
+	slices.SortFunc(fs, func(a, b *Flow) int { return cmp.Compare(a.ID, b.ID) })
 }

@@ -12,7 +12,7 @@ import (
 func run(cfg Config, events []event.Event) (*Correlator, []*Flow) {
 	c := New(cfg)
 	var out []*Flow
-	done := func(f *Flow) { out = append(out, f) }
+	done := func(f *Flow) { out = append(out, f.Clone()) }
 	for i := range events {
 		c.Add(&events[i], done)
 	}

@@ -48,6 +48,9 @@ type Flow struct {
 	Socket []event.Event
 
 	keys []key
+	// prev and next link flows by last activity, oldest first, so that
+	// expiry and eviction never scan every flow.
+	prev, next *Flow
 }
 
 // Tuple is the flow as its first packet saw it first: the client's view.
@@ -81,16 +84,49 @@ func (f *Flow) Events() []event.Event {
 		all = append(all, p.Events...)
 	}
 	all = append(all, f.Socket...)
-	sort.SliceStable(all, func(i, j int) bool { return all[i].Time < all[j].Time })
+	sortByTime(all)
 	return all
 }
 
 // sortPackets orders events within packets and packets by first event;
 // events from different CPUs reach user space slightly out of order.
+// Events are large and nearly always already in order: check before
+// moving them, and compare through indexes, never by value.
 func (f *Flow) sortPackets() {
 	for _, p := range f.Packets {
-		sort.SliceStable(p.Events, func(i, j int) bool { return p.Events[i].Time < p.Events[j].Time })
+		sortByTime(p.Events)
 	}
-	sort.SliceStable(f.Packets, func(i, j int) bool { return f.Packets[i].First().Time < f.Packets[j].First().Time })
-	sort.SliceStable(f.Socket, func(i, j int) bool { return f.Socket[i].Time < f.Socket[j].Time })
+	sorted := true
+	for i := 1; i < len(f.Packets) && sorted; i++ {
+		sorted = f.Packets[i].Events[0].Time >= f.Packets[i-1].Events[0].Time
+	}
+	if !sorted {
+		sort.SliceStable(f.Packets, func(i, j int) bool { return f.Packets[i].Events[0].Time < f.Packets[j].Events[0].Time })
+	}
+	sortByTime(f.Socket)
+}
+
+func sortByTime(evs []event.Event) {
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Time < evs[i-1].Time {
+			sort.Stable(byTime(evs))
+			return
+		}
+	}
+}
+
+type byTime []event.Event
+
+func (b byTime) Len() int           { return len(b) }
+func (b byTime) Less(i, j int) bool { return b[i].Time < b[j].Time }
+func (b byTime) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
+
+// Clone returns a copy of the flow that stays valid after the callback it
+// was handed to returns.
+func (f *Flow) Clone() *Flow {
+	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Socket: append([]event.Event(nil), f.Socket...)}
+	for _, p := range f.Packets {
+		c.Packets = append(c.Packets, &Packet{Skb: p.Skb, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)})
+	}
+	return c
 }

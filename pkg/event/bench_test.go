@@ -1,0 +1,21 @@
+package event
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func BenchmarkDecode(b *testing.B) {
+	e := Event{Time: 1, Skb: 2, Netns: 3, Point: PointNAT, Kind: KindNAT, Flags: FlagCT | FlagPre,
+		Tuple: Tuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.96.0.10"), Sport: 1, Dport: 80, Proto: ProtoTCP},
+		Packet: make([]byte, 128)}
+	buf := make([]byte, RecordSize+128)
+	Encode(&e, buf)
+	var out Event
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := Decode(buf, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
