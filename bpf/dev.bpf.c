@@ -7,29 +7,29 @@
  */
 #include "common.h"
 
-static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev, __u8 kind)
+static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev, __u8 kind, bool direct)
 {
 	struct nt_event e;
 
 	nt_init(&e, NT_POINT_DEV, kind, (__u64)skb);
 	/* On receive the tracepoint fires before the stack sets the network
 	 * header; skb->data already points at it. */
-	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, &e, NULL))
+	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, &e, NULL, direct))
 		return;
-	nt_submit_skb(&e, skb, kind == NT_KIND_DEV_RX);
+	nt_submit_skb(&e, skb, kind == NT_KIND_DEV_RX, direct);
 }
 
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(dev_rx, struct sk_buff *skb)
 {
-	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_RX);
+	dev_seen(skb, skb->dev, NT_KIND_DEV_RX, true);
 	return 0;
 }
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(dev_tx, struct sk_buff *skb, struct net_device *dev)
 {
-	dev_seen(skb, dev, NT_KIND_DEV_TX);
+	dev_seen(skb, dev, NT_KIND_DEV_TX, true);
 	return 0;
 }
 
@@ -38,7 +38,7 @@ int dev_rx_tp(struct trace_event_raw_net_dev_template *ctx)
 {
 	struct sk_buff *skb = (struct sk_buff *)ctx->skbaddr;
 
-	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_RX);
+	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_RX, false);
 	return 0;
 }
 
@@ -47,6 +47,6 @@ int dev_tx_tp(struct trace_event_raw_net_dev_start_xmit *ctx)
 {
 	struct sk_buff *skb = (struct sk_buff *)ctx->skbaddr;
 
-	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_TX);
+	dev_seen(skb, BPF_CORE_READ(skb, dev), NT_KIND_DEV_TX, false);
 	return 0;
 }

@@ -7,29 +7,38 @@
  */
 #include "common.h"
 
-static __always_inline void drop_seen(struct sk_buff *skb, void *location, __u32 reason)
+static __always_inline void drop_report(struct sk_buff *skb, struct net_device *dev, void *location,
+					__u32 reason, bool direct)
 {
 	struct nt_event e;
 
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
-
-	/* A locally generated packet dropped before it has a device still has
-	 * the device of its route: that names the namespace. */
-	if (!dev)
-		dev = nt_dst_dev(skb);
 	nt_init(&e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
-	if (nt_observe_skb(skb, dev, false, &e, NULL)) {
+	if (nt_observe_skb(skb, dev, false, &e, NULL, direct)) {
 		e.u.drop.location = (__u64)location;
 		e.u.drop.reason = reason;
-		nt_submit_skb(&e, skb, false);
+		nt_submit_skb(&e, skb, false, direct);
 	}
 	nt_untrack_skb((__u64)skb);
+}
+
+static __always_inline void drop_seen(struct sk_buff *skb, void *location, __u32 reason, bool direct)
+{
+	struct net_device *dev = NT_RD(direct, skb, dev);
+
+	/* A locally generated packet dropped before it has a device still has
+	 * the device of its route: that names the namespace. That device is a
+	 * plain address (read through the route), so probe reads only. */
+	if (!dev) {
+		drop_report(skb, nt_dst_dev(skb), location, reason, false);
+		return;
+	}
+	drop_report(skb, dev, location, reason, direct);
 }
 
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(drop_kfree, struct sk_buff *skb, void *location, enum skb_drop_reason reason)
 {
-	drop_seen(skb, location, reason);
+	drop_seen(skb, location, reason, true);
 	return 0;
 }
 
@@ -40,7 +49,7 @@ int drop_kfree_tp(struct trace_event_raw_kfree_skb *ctx)
 
 	if (bpf_core_field_exists(ctx->reason))
 		reason = ctx->reason;
-	drop_seen((struct sk_buff *)ctx->skbaddr, ctx->location, reason);
+	drop_seen((struct sk_buff *)ctx->skbaddr, ctx->location, reason, false);
 	return 0;
 }
 

@@ -29,7 +29,7 @@ struct {
 	__type(value, struct nat_call);
 } nat_calls SEC(".maps");
 
-static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 netns)
+static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
 {
 	struct nat_slot *slot;
 	struct nt_event e;
@@ -43,15 +43,15 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	if (!nt_netns_watched(netns))
 		return;
 	nt_init(&e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
-	if (!nt_parse_skb(skb, false, &e, NULL))
+	if (!nt_parse_skb(skb, false, &e, NULL, direct))
 		return;
 	slot->skb = (__u64)skb;
 	slot->pre = e.tuple;
 	slot->active = 1;
-	slot->followed = nt_follow(e.skb, nt_ct_of(skb), &e.tuple, NULL);
+	slot->followed = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL);
 }
 
-static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns)
+static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
 {
 	struct nat_slot *slot;
 	struct nt_event e;
@@ -68,7 +68,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	nt_init(&e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
 	e.hook = hook;
 	e.netns = netns;
-	if (!nt_parse_skb(skb, false, &e, NULL))
+	if (!nt_parse_skb(skb, false, &e, NULL, direct))
 		goto out;
 	if (slot->active && slot->skb == (__u64)skb) {
 		e.u.nat.pre = slot->pre;
@@ -76,7 +76,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		followed = slot->followed;
 	}
 	/* A packet DNATed onto the filter's address is followed from here on. */
-	if (!followed && !nt_follow(e.skb, nt_ct_of(skb), &e.tuple, NULL))
+	if (!followed && !nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL))
 		goto out;
 	nt_fill_ct(skb, &e);
 	if (filter_len && (e.flags & NT_F_CT) && !(e.ct.status & IPS_CONFIRMED))
@@ -87,7 +87,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		bpf_probe_read_kernel_str(e.u.nat.out_ifname, sizeof(e.u.nat.out_ifname), out->name);
 	}
 	nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
-	nt_submit_skb(&e, skb, false);
+	nt_submit_skb(&e, skb, false, direct);
 out:
 	slot->active = 0;
 }
@@ -98,7 +98,7 @@ int nat_before(struct bpf_nf_ctx *ctx)
 {
 	const struct nf_hook_state *state = ctx->state;
 
-	nat_enter(ctx->skb, BPF_CORE_READ(state, hook), BPF_CORE_READ(state, net, ns.inum));
+	nat_enter(ctx->skb, state->hook, state->net->ns.inum, true);
 	return NF_ACCEPT;
 }
 
@@ -107,7 +107,7 @@ int nat_after(struct bpf_nf_ctx *ctx)
 {
 	const struct nf_hook_state *state = ctx->state;
 
-	nat_exit(ctx->skb, BPF_CORE_READ(state, hook), BPF_CORE_READ(state, net, ns.inum));
+	nat_exit(ctx->skb, state->hook, state->net->ns.inum, true);
 	return NF_ACCEPT;
 }
 
@@ -116,7 +116,7 @@ int nat_after(struct bpf_nf_ctx *ctx)
 SEC("fentry/nf_nat_inet_fn")
 int BPF_PROG(nat_fentry, void *priv, struct sk_buff *skb, const struct nf_hook_state *state)
 {
-	nat_enter(skb, BPF_CORE_READ(state, hook), BPF_CORE_READ(state, net, ns.inum));
+	nat_enter(skb, state->hook, state->net->ns.inum, true);
 	return 0;
 }
 
@@ -124,7 +124,7 @@ SEC("fexit/nf_nat_inet_fn")
 int BPF_PROG(nat_fexit, void *priv, struct sk_buff *skb, const struct nf_hook_state *state,
 	     unsigned int verdict)
 {
-	nat_exit(skb, BPF_CORE_READ(state, hook), BPF_CORE_READ(state, net, ns.inum));
+	nat_exit(skb, state->hook, state->net->ns.inum, true);
 	return 0;
 }
 
@@ -138,7 +138,7 @@ int BPF_KPROBE(nat_kprobe, void *priv, struct sk_buff *skb, const struct nf_hook
 		.netns = BPF_CORE_READ(state, net, ns.inum),
 	};
 
-	nat_enter(skb, call.hook, call.netns);
+	nat_enter(skb, call.hook, call.netns, false);
 	bpf_map_update_elem(&nat_calls, &id, &call, BPF_ANY);
 	return 0;
 }
@@ -151,7 +151,7 @@ int BPF_KRETPROBE(nat_kretprobe)
 
 	if (!call)
 		return 0;
-	nat_exit((struct sk_buff *)call->skb, call->hook, call->netns);
+	nat_exit((struct sk_buff *)call->skb, call->hook, call->netns, false);
 	bpf_map_delete_elem(&nat_calls, &id);
 	return 0;
 }

@@ -30,7 +30,7 @@ static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event 
 		e->u.route.gateway = BPF_CORE_READ(rt, rt_gw4);
 }
 
-static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, int err)
+static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, int err, bool direct)
 {
 	struct nt_event e;
 	__u32 netns = BPF_CORE_READ(net, ns.inum);
@@ -40,22 +40,22 @@ static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, i
 	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_REROUTE, (__u64)skb);
 	e.hook = NF_INET_LOCAL_OUT;
 	e.netns = netns;
-	if (!nt_parse_skb(skb, false, &e, NULL))
+	if (!nt_parse_skb(skb, false, &e, NULL, direct))
 		return;
-	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, NULL))
+	if (!nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL))
 		return;
 	nt_fill_ct(skb, &e);
 	e.u.route.err = err;
 	e.u.route.saddr = e.tuple.saddr;
 	route_fill_dst(skb, &e);
-	nt_submit_skb(&e, skb, false);
+	nt_submit_skb(&e, skb, false, direct);
 }
 
 SEC("fexit/ip_route_me_harder")
 int BPF_PROG(route_fexit, struct net *net, struct sock *sk, struct sk_buff *skb,
 	     unsigned int addr_type, int ret)
 {
-	reroute_done(net, skb, ret);
+	reroute_done(net, skb, ret, true);
 	return 0;
 }
 
@@ -89,7 +89,7 @@ int BPF_KRETPROBE(route_kretprobe, int ret)
 
 	if (!call)
 		return 0;
-	reroute_done((struct net *)call->net, (struct sk_buff *)call->skb, ret);
+	reroute_done((struct net *)call->net, (struct sk_buff *)call->skb, ret, false);
 	bpf_map_delete_elem(&reroute_calls, &id);
 	return 0;
 }
@@ -104,11 +104,11 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	struct nt_event e;
 
 	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
-	e.tuple.saddr = BPF_CORE_READ(flp, saddr);
-	e.tuple.daddr = BPF_CORE_READ(flp, daddr);
-	e.tuple.proto = BPF_CORE_READ(flp, __fl_common.flowic_proto);
-	e.tuple.sport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.sport));
-	e.tuple.dport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.dport));
+	e.tuple.saddr = flp->saddr;
+	e.tuple.daddr = flp->daddr;
+	e.tuple.proto = flp->__fl_common.flowic_proto;
+	e.tuple.sport = bpf_ntohs(flp->uli.ports.sport);
+	e.tuple.dport = bpf_ntohs(flp->uli.ports.dport);
 	/* Address-type checks (inet_addr_type) look up the local table; they
 	 * are not routing decisions. */
 	if (table == RT_TABLE_LOCAL)
@@ -127,7 +127,7 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 			e.u.route.gateway = BPF_CORE_READ(nhc, nhc_gw.ipv4);
 	}
 	if (dev) {
-		e.netns = nt_dev_netns(dev);
+		e.netns = nt_dev_netns(dev, false);
 		if (!nt_netns_watched(e.netns))
 			return 0;
 		e.u.route.oif = BPF_CORE_READ(dev, ifindex);

@@ -47,7 +47,7 @@ static __always_inline void syn_enter(struct sock *sk, struct sk_buff *skb)
 	bpf_map_update_elem(&syn_calls, &id, &call, BPF_ANY);
 }
 
-static __always_inline void syn_exit(void)
+static __always_inline void syn_exit(bool direct)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct syn_call *call = bpf_map_lookup_elem(&syn_calls, &id);
@@ -61,9 +61,10 @@ static __always_inline void syn_exit(void)
 	skb = (struct sk_buff *)call->skb;
 	nt_init(&e, NT_POINT_SYN, NT_KIND_SYN, call->skb);
 	e.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	if (!nt_netns_watched(e.netns) || !nt_parse_skb(skb, false, &e, NULL))
+	/* The skb comes from the map as a plain address: probe reads only. */
+	if (!nt_netns_watched(e.netns) || !nt_parse_skb(skb, false, &e, NULL, false))
 		goto out;
-	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, NULL))
+	if (!nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, NULL))
 		goto out;
 	nt_fill_ct(skb, &e);
 	nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
@@ -80,7 +81,7 @@ static __always_inline void syn_exit(void)
 		e.u.syn.outcome = NT_SYN_DROP_SYN_QUEUE;
 	else
 		e.u.syn.outcome = NT_SYN_DROP_OTHER;
-	nt_submit_skb(&e, skb, false);
+	nt_submit_skb(&e, skb, false, false);
 out:
 	bpf_map_delete_elem(&syn_calls, &id);
 }
@@ -95,7 +96,7 @@ int BPF_PROG(syn_fentry, void *rsk_ops, void *af_ops, struct sock *sk, struct sk
 SEC("fexit/tcp_conn_request")
 int BPF_PROG(syn_fexit, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb, int ret)
 {
-	syn_exit();
+	syn_exit(false);
 	return 0;
 }
 
@@ -109,6 +110,6 @@ int BPF_KPROBE(syn_kprobe, void *rsk_ops, void *af_ops, struct sock *sk, struct 
 SEC("kretprobe/tcp_conn_request")
 int BPF_KRETPROBE(syn_kretprobe)
 {
-	syn_exit();
+	syn_exit(false);
 	return 0;
 }

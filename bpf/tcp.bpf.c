@@ -57,7 +57,7 @@ int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 
 	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_RST_SENT, (__u64)skb);
 	/* The skb is the packet being answered: the reset goes the other way. */
-	if (skb && nt_parse_skb((struct sk_buff *)skb, false, &e, NULL)) {
+	if (skb && nt_parse_skb((struct sk_buff *)skb, false, &e, NULL, false)) {
 		in = e.tuple;
 		e.tuple.saddr = in.daddr;
 		e.tuple.daddr = in.saddr;

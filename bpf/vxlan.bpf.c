@@ -20,7 +20,7 @@ struct {
 	__type(value, __u8);
 } vxlan_entered SEC(".maps");
 
-static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev)
+static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
 {
 	struct nt_event e;
 	__u64 id = (__u64)skb;
@@ -29,9 +29,9 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 	bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
 
 	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
-	if (!nt_observe_skb(skb, dev, false, &e, NULL))
+	if (!nt_observe_skb(skb, dev, false, &e, NULL, direct))
 		return;
-	nt_submit_skb(&e, skb, false);
+	nt_submit_skb(&e, skb, false, direct);
 }
 
 /* At udp_tunnel_xmit_skb the vxlan header is at skb->data and the inner
@@ -54,11 +54,11 @@ static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 ds
 	e.tuple.daddr = dst;
 	e.tuple.proto = IPPROTO_UDP;
 	if (dev) {
-		netns = nt_dev_netns(dev);
+		netns = nt_dev_netns(dev, false);
 		if (!nt_netns_watched(netns))
 			return;
 	}
-	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, &e.inner))
+	if (!nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, &e.inner))
 		return;
 	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
 		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
@@ -71,7 +71,7 @@ static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 ds
 SEC("fentry/vxlan_xmit")
 int BPF_PROG(vxlan_fentry_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	vxlan_enter(skb, dev);
+	vxlan_enter(skb, dev, true);
 	return 0;
 }
 
@@ -86,7 +86,7 @@ int BPF_PROG(vxlan_fentry_tunnel, struct rtable *rt, struct sock *sk, struct sk_
 SEC("kprobe/vxlan_xmit")
 int BPF_KPROBE(vxlan_kprobe_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	vxlan_enter(skb, dev);
+	vxlan_enter(skb, dev, false);
 	return 0;
 }
 
@@ -100,7 +100,7 @@ int BPF_KPROBE(vxlan_kprobe_tunnel, struct rtable *rt, struct sock *sk, struct s
 
 static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
 {
-	const char *kind = BPF_CORE_READ(dev, rtnl_link_ops, kind);
+	const char *kind = dev->rtnl_link_ops->kind;
 	char name[6] = {};
 
 	if (!kind || bpf_probe_read_kernel_str(name, sizeof(name), kind) < 0)
@@ -117,7 +117,7 @@ int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 	__u64 id;
 
 	if (vxlan_is_vxlan_dev(dev)) {
-		vxlan_enter(skb, dev);
+		vxlan_enter(skb, dev, true);
 		return 0;
 	}
 	id = (__u64)skb;
@@ -125,11 +125,11 @@ int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 		return 0;
 	bpf_map_delete_elem(&vxlan_entered, &id);
 	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
-	if (!nt_parse_skb(skb, false, &e, &vni) || !(e.flags & NT_F_INNER))
+	if (!nt_parse_skb(skb, false, &e, &vni, true) || !(e.flags & NT_F_INNER))
 		return 0;
-	if (!nt_netns_watched(nt_dev_netns(dev)))
+	if (!nt_netns_watched(nt_dev_netns(dev, true)))
 		return 0;
-	if (!nt_follow(e.skb, nt_ct_of(skb), &e.tuple, &e.inner))
+	if (!nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner))
 		return 0;
 	nt_fill_ct(skb, &e);
 	nt_fill_dev(dev, &e);
@@ -137,6 +137,6 @@ int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 	e.u.vxlan.remote = e.tuple.daddr;
 	e.u.vxlan.local = e.tuple.saddr;
 	e.u.vxlan.port = e.tuple.dport;
-	nt_submit_skb(&e, skb, false);
+	nt_submit_skb(&e, skb, false, true);
 	return 0;
 }

@@ -166,7 +166,8 @@ func startWatch(t *testing.T, args ...string) *watch {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
 	w := &watch{}
-	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", "90s"}, args...)
+	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", "90s",
+		"--log-level", "debug", "--log-format", "json"}, args...)
 	w.cmd = exec.Command(nettraceBin, full...)
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
 	if err := w.cmd.Start(); err != nil {
@@ -239,7 +240,32 @@ func (w *watch) stop(t *testing.T) trace {
 	if tr.summary == nil {
 		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
 	}
+	requireBestMethods(t, w.stderr.Bytes())
 	return tr
+}
+
+// requireBestMethods checks, from watch's debug log, that no point fell
+// back to a worse method than this kernel allows with the flags used (a
+// verifier rejection under one combination of filter and options would
+// otherwise pass unnoticed): on a BTF kernel the tracepoint points use
+// tp_btf, never the classic tracepoints.
+func requireBestMethods(t *testing.T, log []byte) {
+	t.Helper()
+	attached := map[string]string{}
+	for _, line := range bytes.Split(log, []byte("\n")) {
+		var l struct{ Message, Point, Method string }
+		if json.Unmarshal(line, &l) == nil && l.Message == "attached" {
+			attached[l.Point] = l.Method
+		}
+	}
+	for _, p := range []string{"drop", "dev", "tcp", "route", "vxlan"} {
+		if m := attached[p]; m != "tp_btf" && m != "fentry" && m != "kprobe" {
+			t.Errorf("point %s attached with %q, want tp_btf (or fentry/kprobe)", p, m)
+		}
+	}
+	if m := attached["nat"]; m != "netfilter" && m != "fentry" && m != "kprobe" {
+		t.Errorf("point nat attached with %q", m)
+	}
 }
 
 // find returns the events that satisfy pred.

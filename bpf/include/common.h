@@ -28,6 +28,14 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* Reads a field of a kernel object. direct is a constant at every call
+ * site: tp_btf, fentry and netfilter programs get BTF pointers, which the
+ * verifier lets them load from directly (a few ns); kprobe and classic
+ * tracepoint programs get plain addresses and must use
+ * bpf_probe_read_kernel (tens of ns per call). The branch not taken is
+ * compiled out, so the verifier only sees the right one. */
+#define NT_RD(direct, p, f) ((direct) ? (p)->f : BPF_CORE_READ(p, f))
+
 /* Set by the loader before load; the verifier sees them as constants, so an
  * empty filter costs one branch. */
 volatile const __u32 filter_len = 0;
@@ -138,13 +146,15 @@ static __always_inline void nt_submit(struct nt_event *e)
 		nt_count_lost(e->point);
 }
 
-static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *head, bool use_data);
+static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *head, bool use_data,
+					   bool direct);
 
 /* Submits an event followed by the first bytes of its packet from the IP
  * header (the linear part only). The record size must be a constant for
  * bpf_ringbuf_reserve: snap_len is read-only data, which the verifier
  * treats as a known scalar. */
-static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *skb, bool use_data)
+static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *skb, bool use_data,
+					  bool direct)
 {
 	unsigned char *head;
 	__u32 off, tail, caplen = 0;
@@ -159,9 +169,9 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 		nt_count_lost(e->point);
 		return;
 	}
-	head = BPF_CORE_READ(skb, head);
-	off = nt_l3_offset(skb, head, use_data);
-	tail = BPF_CORE_READ(skb, tail);
+	head = NT_RD(direct, skb, head);
+	off = nt_l3_offset(skb, head, use_data, direct);
+	tail = NT_RD(direct, skb, tail);
 	if (tail > off)
 		caplen = tail - off;
 	if (caplen > snap_len)
@@ -340,28 +350,32 @@ static __always_inline void nt_untrack_skb(__u64 skb)
 		bpf_map_delete_elem(&tracked_skb, &skb);
 }
 
-/* Reads an IPv4 header and its ports at off from head. Returns the offset
- * just past the transport header, or 0 when there is no IPv4 packet there. */
+/* Reads an IPv4 header and its ports at off from head, in one read when
+ * the header has no options. Returns the offset just past the transport
+ * header, or 0 when there is no IPv4 packet there. */
 static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct nt_tuple *t)
 {
-	struct iphdr ip;
-	__u8 th[14];
+	struct {
+		struct iphdr ip;
+		__u8 th[20];
+	} h;
+	__u8 *th = h.th;
 	__u32 thoff;
 
-	if (bpf_probe_read_kernel(&ip, sizeof(ip), head + off))
+	if (bpf_probe_read_kernel(&h, sizeof(h), head + off))
 		return 0;
-	if (ip.version != 4 || ip.ihl < 5)
+	if (h.ip.version != 4 || h.ip.ihl < 5)
 		return 0;
-	t->saddr = ip.saddr;
-	t->daddr = ip.daddr;
-	t->proto = ip.protocol;
-	thoff = off + ip.ihl * 4;
+	t->saddr = h.ip.saddr;
+	t->daddr = h.ip.daddr;
+	t->proto = h.ip.protocol;
+	thoff = off + h.ip.ihl * 4;
 	/* Later fragments carry no transport header. */
-	if (bpf_ntohs(ip.frag_off) & IP_OFFSET_MASK)
+	if (bpf_ntohs(h.ip.frag_off) & IP_OFFSET_MASK)
 		return thoff;
-	if (bpf_probe_read_kernel(th, sizeof(th), head + thoff))
+	if (h.ip.ihl > 5 && bpf_probe_read_kernel(h.th, 14, head + thoff))
 		return thoff;
-	switch (ip.protocol) {
+	switch (h.ip.protocol) {
 	case IPPROTO_TCP:
 		t->sport = (th[0] << 8) | th[1];
 		t->dport = (th[2] << 8) | th[3];
@@ -387,29 +401,30 @@ static __always_inline bool nt_is_vxlan_port(__u16 port)
 /* Where the IPv4 header starts: network_header when the stack has set it,
  * else skb->data (the receive tracepoint fires before the stack sets it,
  * with data already past the link-layer header). */
-static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *head, bool use_data)
+static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *head, bool use_data,
+					   bool direct)
 {
-	__u16 nh = BPF_CORE_READ(skb, network_header);
+	__u16 nh = NT_RD(direct, skb, network_header);
 	unsigned char *data;
 
 	if (!use_data && nh != NT_NO_HEADER)
 		return nh;
-	data = BPF_CORE_READ(skb, data);
+	data = NT_RD(direct, skb, data);
 	return data - head;
 }
 
 /* Fills the packet tuple and, for a vxlan packet, the inner tuple and VNI.
  * Returns false for anything but IPv4. */
 static __always_inline bool nt_parse_skb(struct sk_buff *skb, bool use_data, struct nt_event *e,
-					 __u32 *vni)
+					 __u32 *vni, bool direct)
 {
-	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *head = NT_RD(direct, skb, head);
 	__u32 off, end;
 	__u8 vx[VXLAN_HLEN];
 
-	if (BPF_CORE_READ(skb, protocol) != bpf_htons(ETH_P_IP))
+	if (NT_RD(direct, skb, protocol) != bpf_htons(ETH_P_IP))
 		return false;
-	off = nt_l3_offset(skb, head, use_data);
+	off = nt_l3_offset(skb, head, use_data, direct);
 	end = nt_read_ipv4(head, off, &e->tuple);
 	if (!end)
 		return false;
@@ -444,9 +459,9 @@ static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, str
 	}
 }
 
-static __always_inline __u64 nt_ct_of(struct sk_buff *skb)
+static __always_inline __u64 nt_ct_of(struct sk_buff *skb, bool direct)
 {
-	return BPF_CORE_READ(skb, _nfct) & ~7UL;
+	return NT_RD(direct, skb, _nfct) & ~7UL;
 }
 
 static __always_inline void nt_fill_ct(struct sk_buff *skb, struct nt_event *e)
@@ -468,8 +483,10 @@ static __always_inline void nt_fill_ct(struct sk_buff *skb, struct nt_event *e)
 	nt_read_ct_tuple(&ct->tuplehash[1].tuple, &e->ct.reply);
 }
 
-static __always_inline __u32 nt_dev_netns(struct net_device *dev)
+static __always_inline __u32 nt_dev_netns(struct net_device *dev, bool direct)
 {
+	if (direct)
+		return dev->nd_net.net->ns.inum;
 	return BPF_CORE_READ(dev, nd_net.net, ns.inum);
 }
 
@@ -480,7 +497,7 @@ static __always_inline void nt_fill_dev(struct net_device *dev, struct nt_event 
 	e->ifindex = BPF_CORE_READ(dev, ifindex);
 	bpf_probe_read_kernel_str(e->ifname, sizeof(e->ifname), dev->name);
 	if (!e->netns)
-		e->netns = nt_dev_netns(dev);
+		e->netns = nt_dev_netns(dev, false);
 }
 
 /* The device of the route attached to the skb (_skb_refdst without its
@@ -506,19 +523,18 @@ static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, _
 /* The common path of the skb-based points: parse, filter, fill, and leave
  * the rest to the caller. Returns false when the event is not reported. */
 static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_device *dev,
-					   bool use_data, struct nt_event *e, __u32 *vni)
+					   bool use_data, struct nt_event *e, __u32 *vni, bool direct)
 {
-	__u32 netns;
-
-	if (!skb || !nt_parse_skb(skb, use_data, e, vni))
+	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
 		return false;
-	if (dev) {
-		netns = nt_dev_netns(dev);
-		if (!nt_netns_watched(netns))
+	/* The namespace is needed before the filter only when namespaces are
+	 * restricted; otherwise nt_fill_dev reads it for reported events. */
+	if (dev && netns_filter) {
+		e->netns = nt_dev_netns(dev, direct);
+		if (!nt_netns_watched(e->netns))
 			return false;
-		e->netns = netns;
 	}
-	if (!nt_follow(e->skb, nt_ct_of(skb), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
+	if (!nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
 		return false;
 	nt_fill_ct(skb, e);
 	nt_fill_dev(dev, e);

@@ -7,7 +7,7 @@ import (
 
 func BenchmarkDecode(b *testing.B) {
 	e := Event{Time: 1, Skb: 2, Netns: 3, Point: PointNAT, Kind: KindNAT, Flags: FlagCT | FlagPre,
-		Tuple: Tuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.96.0.10"), Sport: 1, Dport: 80, Proto: ProtoTCP},
+		Tuple:  Tuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.96.0.10"), Sport: 1, Dport: 80, Proto: ProtoTCP},
 		Packet: make([]byte, 128)}
 	buf := make([]byte, RecordSize+128)
 	Encode(&e, buf)

@@ -113,14 +113,14 @@ type Correlator struct {
 	// held keeps the partial events of an skb (a route lookup made inside
 	// the NAT hook) until the skb's next event says which packet they
 	// belong to.
-	held   map[uint64][]event.Event
-	byKey  map[key]*Flow
-	flows  map[*Flow]struct{}
+	held  map[uint64][]event.Event
+	byKey map[key]*Flow
+	flows map[*Flow]struct{}
 	// oldest and newest end the list of flows by last activity.
 	oldest, newest *Flow
-	nextID uint64
-	now    uint64
-	stats  Stats
+	nextID         uint64
+	now            uint64
+	stats          Stats
 }
 
 // New returns a correlator.
