@@ -13,7 +13,7 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 	struct nt_event e;
 
 	nt_init(&e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
-	if (nt_observe_skb(skb, dev, false, &e, NULL, direct)) {
+	if (nt_observe_skb(skb, dev, false, &e, NULL, direct, true)) {
 		e.u.drop.location = (__u64)location;
 		e.u.drop.reason = reason;
 		nt_submit_skb(&e, skb, false, direct);

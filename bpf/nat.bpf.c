@@ -48,7 +48,7 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->skb = (__u64)skb;
 	slot->pre = e.tuple;
 	slot->active = 1;
-	slot->followed = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL);
+	slot->followed = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) == NT_REPORT;
 }
 
 static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
@@ -76,7 +76,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		followed = slot->followed;
 	}
 	/* A packet DNATed onto the filter's address is followed from here on. */
-	if (!followed && !nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL))
+	if (!followed && nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) != NT_REPORT)
 		goto out;
 	nt_fill_ct(skb, &e);
 	if (filter_len && (e.flags & NT_F_CT) && !(e.ct.status & IPS_CONFIRMED))

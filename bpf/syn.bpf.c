@@ -64,7 +64,7 @@ static __always_inline void syn_exit(bool direct)
 	/* The skb comes from the map as a plain address: probe reads only. */
 	if (!nt_netns_watched(e.netns) || !nt_parse_skb(skb, false, &e, NULL, false))
 		goto out;
-	if (!nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, NULL))
+	if (nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, NULL) == NT_SKIP)
 		goto out;
 	nt_fill_ct(skb, &e);
 	nt_fill_dev(BPF_CORE_READ(skb, dev), &e);

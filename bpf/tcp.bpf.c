@@ -34,7 +34,7 @@ static __always_inline void tcp_report(const struct sock_common *skc, struct nt_
 	}
 	if (!nt_netns_watched(e->netns))
 		return;
-	if (!nt_follow(e->skb, 0, &e->tuple, NULL))
+	if (nt_follow(e->skb, 0, &e->tuple, NULL) == NT_SKIP)
 		return;
 	nt_submit(e);
 }

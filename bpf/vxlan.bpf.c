@@ -29,7 +29,7 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 	bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
 
 	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
-	if (!nt_observe_skb(skb, dev, false, &e, NULL, direct))
+	if (!nt_observe_skb(skb, dev, false, &e, NULL, direct, false))
 		return;
 	nt_submit_skb(&e, skb, false, direct);
 }
@@ -58,7 +58,7 @@ static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 ds
 		if (!nt_netns_watched(netns))
 			return;
 	}
-	if (!nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, &e.inner))
+	if (nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, &e.inner) != NT_REPORT)
 		return;
 	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
 		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
@@ -129,7 +129,7 @@ int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 		return 0;
 	if (!nt_netns_watched(nt_dev_netns(dev, true)))
 		return 0;
-	if (!nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner))
+	if (nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner) != NT_REPORT)
 		return 0;
 	nt_fill_ct(skb, &e);
 	nt_fill_dev(dev, &e);

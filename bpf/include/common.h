@@ -42,6 +42,7 @@ volatile const __u32 filter_len = 0;
 volatile const struct nt_filter_insn filter_prog[NT_FILTER_MAX] = {};
 volatile const __u32 netns_filter = 0; /* 1: only namespaces in watched_netns */
 volatile const __u32 snap_len = 128; /* <= NT_SNAP_MAX */
+volatile const __u32 all_packets = 0; /* 1: report established data too */
 volatile const __u16 vxlan_port_a = 4789;
 volatile const __u16 vxlan_port_b = 8472;
 
@@ -310,20 +311,48 @@ static __always_inline void nt_track(__u64 skb, __u64 ct)
 	}
 }
 
+/* nt_follow's verdicts. */
+#define NT_SKIP 0   /* not followed */
+#define NT_REPORT 1 /* followed and reported */
+#define NT_QUIET 2  /* followed, reported only if dropped */
+
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_RST 0x04
+#define NT_QUIET_SKB 2 /* tracked_skb value of a quiet packet */
+
+/* A data or ACK segment of an established (ASSURED) TCP connection tells
+ * nothing the explanations need unless it is dropped: reporting each at
+ * every hook of every namespace would cost more than the traffic. */
+static __always_inline bool nt_quiet(__u64 ct, const struct nt_tuple *t, const struct nt_tuple *inner)
+{
+	const struct nt_tuple *c = inner ? inner : t;
+
+	if (all_packets || !c || !ct || c->proto != IPPROTO_TCP ||
+	    (c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return false;
+	return BPF_CORE_READ((struct nf_conn *)ct, status) & IPS_ASSURED;
+}
+
 /* Decides whether an observation is reported: the packet or its conntrack
  * entry was followed before, or one of its tuples matches the filter. A
  * match starts following both the packet and its conntrack entry (so the
- * reply, whose tuple differs after NAT, is followed too). */
-static __always_inline bool nt_follow(__u64 skb, __u64 ct, const struct nt_tuple *t,
-				      const struct nt_tuple *inner)
+ * reply, whose tuple differs after NAT, is followed too). A packet found
+ * quiet is remembered so, so that its later hops cost one lookup. */
+static __always_inline int nt_follow(__u64 skb, __u64 ct, const struct nt_tuple *t,
+				     const struct nt_tuple *inner)
 {
 	bool skb_known = false, ct_known = false;
 	struct nt_tuple key;
+	__u8 *mark;
 
 	if (filter_len == 0)
-		return true;
+		return nt_quiet(ct, t, inner) ? NT_QUIET : NT_REPORT;
 	if (nt_tracking_active()) {
-		skb_known = skb && bpf_map_lookup_elem(&tracked_skb, &skb);
+		mark = skb ? bpf_map_lookup_elem(&tracked_skb, &skb) : NULL;
+		if (mark && *mark == NT_QUIET_SKB)
+			return NT_QUIET;
+		skb_known = mark != NULL;
 		ct_known = ct && bpf_map_lookup_elem(&tracked_ct, &ct);
 		if (!skb_known && !ct_known && t) {
 			key = *t;
@@ -336,12 +365,19 @@ static __always_inline bool nt_follow(__u64 skb, __u64 ct, const struct nt_tuple
 	}
 	if (!skb_known && !ct_known) {
 		if (!(t && nt_filter_match(t)) && !(inner && nt_filter_match(inner)))
-			return false;
+			return NT_SKIP;
 	}
 matched:
 	if (!skb_known || (ct && !ct_known))
 		nt_track(skb_known ? 0 : skb, ct_known ? 0 : ct);
-	return true;
+	if (nt_quiet(ct, t, inner)) {
+		__u8 quiet = NT_QUIET_SKB;
+
+		if (skb)
+			bpf_map_update_elem(&tracked_skb, &skb, &quiet, BPF_ANY);
+		return NT_QUIET;
+	}
+	return NT_REPORT;
 }
 
 static __always_inline void nt_untrack_skb(__u64 skb)
@@ -523,8 +559,11 @@ static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, _
 /* The common path of the skb-based points: parse, filter, fill, and leave
  * the rest to the caller. Returns false when the event is not reported. */
 static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_device *dev,
-					   bool use_data, struct nt_event *e, __u32 *vni, bool direct)
+					   bool use_data, struct nt_event *e, __u32 *vni, bool direct,
+					   bool dropping)
 {
+	int verdict;
+
 	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
 		return false;
 	/* The namespace is needed before the filter only when namespaces are
@@ -534,7 +573,8 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 		if (!nt_netns_watched(e->netns))
 			return false;
 	}
-	if (!nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
+	verdict = nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL);
+	if (verdict == NT_SKIP || (verdict == NT_QUIET && !dropping))
 		return false;
 	nt_fill_ct(skb, e);
 	nt_fill_dev(dev, e);

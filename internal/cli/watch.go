@@ -44,6 +44,7 @@ type watchFlags struct {
 	maxFlows  int
 	snapLen   uint32
 	write     string
+	all       bool
 }
 
 // captureFlags are the flags of every command that attaches (watch, record).
@@ -56,6 +57,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
 	fl.Uint32Var(&f.snapLen, "snaplen", defaultSnapLen, fmt.Sprintf("bytes of each packet kept, from its IP header (0 to %d); 128 holds IP, TCP/UDP, vxlan and the inner headers", probe.MaxSnapLen))
 	fl.StringVarP(&f.write, "write", "w", "", "also record to this file (replay it with nettrace replay)")
+	fl.BoolVar(&f.all, "all-packets", false, "report every data and ACK segment of established TCP connections (by default: only their drops)")
 }
 
 func newWatchCommand(g *globalFlags) *cobra.Command {
@@ -168,7 +170,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	}
 	restrict := explicitNetns && !containsString(f.netns, "all")
 	tr, err := probe.Open(probe.Options{
-		Filter: prog, Namespaces: targets, RestrictNetns: restrict, RingBytes: f.ringSize, Methods: forced, Log: log, SnapLen: f.snapLen,
+		Filter: prog, Namespaces: targets, RestrictNetns: restrict, RingBytes: f.ringSize, Methods: forced, Log: log, SnapLen: f.snapLen, AllPackets: f.all,
 	}, facts, syms)
 	if err != nil {
 		return err

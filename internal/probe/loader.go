@@ -34,6 +34,9 @@ type Options struct {
 	// SnapLen is how many bytes of each packet, from its IP header, events
 	// carry (at most MaxSnapLen).
 	SnapLen uint32
+	// AllPackets reports the data and ACK segments of established TCP
+	// connections too (by default only their drops are).
+	AllPackets bool
 	Log     zerolog.Logger
 }
 
@@ -170,9 +173,12 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		}
 		n = len(t.opts.Filter.Insns)
 	}
-	restrict := uint32(0)
+	restrict, all := uint32(0), uint32(0)
 	if t.opts.RestrictNetns {
 		restrict = 1
+	}
+	if t.opts.AllPackets {
+		all = 1
 	}
 	ports := t.opts.VXLANPorts
 	if ports == [2]uint16{} {
@@ -181,7 +187,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	for _, kv := range []struct {
 		name string
 		v    any
-	}{{"filter_len", uint32(n)}, {"filter_prog", prog}, {"netns_filter", restrict}, {"snap_len", t.opts.SnapLen},
+	}{{"filter_len", uint32(n)}, {"filter_prog", prog}, {"netns_filter", restrict}, {"snap_len", t.opts.SnapLen}, {"all_packets", all},
 		{"vxlan_port_a", ports[0]}, {"vxlan_port_b", ports[1]}} {
 		if err := set(kv.name, kv.v); err != nil {
 			return err
