@@ -30,17 +30,18 @@ type pipeline struct {
 }
 
 type pipelineOptions struct {
-	format   string // text, json or none
-	events   bool
-	limit    uint64
-	flowIdle time.Duration
-	maxFlows int
-	names    output.Names
-	recorder *trace.Writer
+	format     string // text, json or none
+	events     bool
+	limit      uint64
+	flowIdle   time.Duration
+	maxFlows   int
+	maxPackets int
+	names      output.Names
+	recorder   *trace.Writer
 }
 
 func newPipeline(o pipelineOptions) *pipeline {
-	p := &pipeline{names: o.names, corr: flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows}), rec: o.recorder,
+	p := &pipeline{names: o.names, corr: flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows, MaxPackets: o.maxPackets}), rec: o.recorder,
 		showEvents: o.events, limit: o.limit, counts: map[event.Point]uint64{}, findings: map[string]uint64{}}
 	switch o.format {
 	case "json":

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -16,8 +17,10 @@ import (
 )
 
 type probesReport struct {
-	Kernel kernel.Facts   `json:"kernel"`
-	Points []probe.Status `json:"points"`
+	Kernel   kernel.Facts   `json:"kernel"`
+	Points   []probe.Status `json:"points"`
+	AttachMS float64        `json:"attach_ms"` // load and attach of every point
+	DetachMS float64        `json:"detach_ms"`
 }
 
 func newProbesCommand(g *globalFlags) *cobra.Command {
@@ -77,12 +80,16 @@ func runProbes(log zerolog.Logger, forced map[string]probe.Method) (probesReport
 	if err != nil {
 		return probesReport{}, err
 	}
-	defer tr.Close()
-	return probesReport{Kernel: facts, Points: tr.Statuses()}, nil
+	r := probesReport{Kernel: facts, Points: tr.Statuses(), AttachMS: float64(tr.AttachTime.Microseconds()) / 1e3}
+	start := time.Now()
+	tr.Close()
+	r.DetachMS = float64(time.Since(start).Microseconds()) / 1e3
+	return r, nil
 }
 
 func printProbes(r probesReport) {
-	fmt.Printf("kernel %s, BTF %s, lockdown %s, kprobes %s\n\n", r.Kernel.Release, yesNo(r.Kernel.BTF), r.Kernel.Lockdown, yesNo(r.Kernel.Kprobes))
+	fmt.Printf("kernel %s, BTF %s, lockdown %s, kprobes %s; attach %.0f ms, detach %.0f ms\n\n", r.Kernel.Release,
+		yesNo(r.Kernel.BTF), r.Kernel.Lockdown, yesNo(r.Kernel.Kprobes), r.AttachMS, r.DetachMS)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POINT\tMETHOD\tTARGET\tNOTES")
 	for _, s := range r.Points {

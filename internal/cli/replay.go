@@ -76,7 +76,7 @@ func newReplayCommand(g *globalFlags) *cobra.Command {
 	var format string
 	var events bool
 	var flowIdle time.Duration
-	var maxFlows int
+	var maxFlows, maxPackets int
 	cmd := &cobra.Command{
 		Use:   "replay FILE... [FILTER]",
 		Short: "Replay recordings into the same timelines and explanations as the live run",
@@ -111,7 +111,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			}
 			defer closeAll()
 			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall}
-			p := newPipeline(pipelineOptions{format: format, events: events, flowIdle: flowIdle, maxFlows: maxFlows, names: names})
+			p := newPipeline(pipelineOptions{format: format, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names})
 			follow := filter.NewFollower(prog)
 			var e event.Event
 			var first, last uint64
@@ -146,5 +146,6 @@ its last complete record; replay then says where it ends and exits with 3.`,
 	fl.BoolVar(&events, "events", false, "text: also print every event (json always has them)")
 	fl.DurationVar(&flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
 	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
+	fl.IntVar(&maxPackets, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd
 }

@@ -42,6 +42,7 @@ type watchFlags struct {
 	events    bool
 	flowIdle  time.Duration
 	maxFlows  int
+	maxPkts   int
 	snapLen   uint32
 	write     string
 	all       bool
@@ -95,6 +96,7 @@ or fentry) are linked in the current namespace and every namespace under
 	fl.BoolVar(&f.events, "events", false, "text: also print every event as it arrives (json always has them)")
 	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
 	fl.IntVar(&f.maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
+	fl.IntVar(&f.maxPkts, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd
 }
 
@@ -124,7 +126,7 @@ readable by its owner only (0600): it holds packet headers.`,
 		},
 	}
 	captureFlags(cmd.Flags(), &f)
-	f.flowIdle, f.maxFlows = flow.DefaultConfig.Idle, flow.DefaultConfig.MaxFlows
+	f.flowIdle, f.maxFlows, f.maxPkts = flow.DefaultConfig.Idle, flow.DefaultConfig.MaxFlows, flow.DefaultConfig.MaxPackets
 	return cmd
 }
 
@@ -216,7 +218,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		defer os.Remove(f.readyFile)
 	}
 	run := &watchRun{tr: tr, syn: syn, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
-		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, names: names, recorder: rec})}
+		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec})}
 	if !explicitNetns {
 		run.rescan = func() {
 			for _, t := range netns.Named() {

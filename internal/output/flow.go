@@ -43,6 +43,7 @@ type JSONFlow struct {
 	Tuple      *JSONTuple   `json:"tuple"`
 	Packets    []JSONPacket `json:"packets"`
 	Socket     []JSONStep   `json:"socket,omitempty"`
+	Unkept     uint64       `json:"events_not_kept,omitempty"`
 	Finding    string       `json:"finding,omitempty"`
 }
 
@@ -85,7 +86,8 @@ func (n Names) step(e *event.Event, start uint64) JSONStep {
 
 // ConvertFlow builds the JSON object of a flow.
 func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
-	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple())}
+	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
+		Unkept: f.Unkept}
 	client := f.Tuple()
 	for _, p := range f.Packets {
 		t := firstTuple(p)
@@ -200,6 +202,9 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 			fmt.Fprintf(&b, "    %s%+10.3fms%s  %-24s %-17s %s\n", c.dim, s.OffsetUS/1e3, c.reset, where, at, what)
 		}
 		fmt.Fprintf(&b, "    => %s\n", p.End)
+	}
+	if f.Unkept > 0 {
+		fmt.Fprintf(&b, "  ... and %d events of later packets, not kept (--max-packets)\n", f.Unkept)
 	}
 	if fd != nil {
 		fmt.Fprintf(&b, "  %s%s%s: %s\n", c.red+c.bold, fd.Rule, c.reset, fd.Summary)

@@ -37,7 +37,7 @@ type Options struct {
 	// AllPackets reports the data and ACK segments of established TCP
 	// connections too (by default only their drops are).
 	AllPackets bool
-	Log     zerolog.Logger
+	Log        zerolog.Logger
 }
 
 // MaxSnapLen is the largest packet prefix events carry (NT_SNAP_MAX).

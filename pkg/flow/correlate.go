@@ -16,10 +16,14 @@ type Config struct {
 	// MaxFlows bounds memory: past it the least recently active flow is
 	// ended early and counted in Stats.Evicted.
 	MaxFlows int
+	// MaxPackets bounds one flow: the events of its later packets are
+	// counted in Flow.Unkept, not kept (a bulk transfer would otherwise
+	// keep everything).
+	MaxPackets int
 }
 
 // DefaultConfig is what watch and replay use unless told otherwise.
-var DefaultConfig = Config{Idle: 3 * time.Second, MaxFlows: 100000}
+var DefaultConfig = Config{Idle: 3 * time.Second, MaxFlows: 100000, MaxPackets: 256}
 
 // Stats counts what the correlator did.
 type Stats struct {
@@ -64,13 +68,50 @@ func tupleKey(t event.Tuple) key {
 
 // skbState tells whether the next event at an skb address is the same
 // packet: the tuples the packet has had (NAT and encapsulation add to
-// them), when it was last seen, and whether it was freed.
+// them), the stages it passed, when it was last seen, and whether it was
+// freed.
 type skbState struct {
 	epoch  uint32
 	last   uint64
 	freed  bool
 	tuples [6]key
 	n      int
+	stages [24]stage
+	ns     int
+}
+
+// stage is a place a packet passes once: a point, kind and hook in a
+// namespace and device, for the packet or (inner) its tunnel's packet. A
+// packet seen at a stage it already passed is a new packet at a recycled
+// address: consumed packets are not reported as freed, so this is what
+// tells two packets of one bulk transfer apart.
+type stage struct {
+	netns, ifindex uint32
+	code           uint32
+}
+
+func stageOf(e *event.Event) stage {
+	code := uint32(e.Point)<<16 | uint32(e.Kind)<<8 | uint32(e.Hook)<<1
+	if e.HasInner() {
+		code |= 1
+	}
+	return stage{netns: e.Netns, ifindex: e.Ifindex, code: code}
+}
+
+// pass records a stage; false when the packet already passed it, or
+// passed more stages than a packet crossing a host does.
+func (s *skbState) pass(st stage) bool {
+	for i := 0; i < s.ns; i++ {
+		if s.stages[i] == st {
+			return false
+		}
+	}
+	if s.ns == len(s.stages) {
+		return false
+	}
+	s.stages[s.ns] = st
+	s.ns++
+	return true
 }
 
 func (s *skbState) knows(k key) bool {
@@ -131,6 +172,9 @@ func New(cfg Config) *Correlator {
 	if cfg.MaxFlows == 0 {
 		cfg.MaxFlows = DefaultConfig.MaxFlows
 	}
+	if cfg.MaxPackets == 0 {
+		cfg.MaxPackets = DefaultConfig.MaxPackets
+	}
 	return &Correlator{cfg: cfg, skbs: map[uint64]*skbState{}, held: map[uint64][]event.Event{},
 		byKey: map[key]*Flow{}, flows: map[*Flow]struct{}{}}
 }
@@ -188,10 +232,14 @@ func (c *Correlator) keysOf(e *event.Event, keys *[4]key) (n int, skb key) {
 	} else if e.Point == event.PointSYN && st.knows(tk) {
 		// The user-space syn method reports a SYN after the kernel is done
 		// with it: it is still that packet.
-	} else if st.freed || e.Time > st.last+skbGap || !(st.knows(tk) || (post >= 0 && st.knows(keys[post]))) {
+	} else if st.freed || e.Time > st.last+skbGap || !(st.knows(tk) || (post >= 0 && st.knows(keys[post]))) ||
+		!st.pass(stageOf(e)) {
 		// A freed, long-silent or unrelated packet at the same address:
 		// the address was recycled.
 		*st = skbState{epoch: st.epoch + 1}
+	}
+	if st.ns == 0 {
+		st.pass(stageOf(e))
 	}
 	st.last = e.Time
 	st.learn(tk)
@@ -258,6 +306,19 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		f = c.newFlow()
 		f.ID, f.Start = c.nextID, e.Time
 		c.flows[f] = struct{}{}
+	}
+	if skb.kind != 0 && found[n-1] == nil && len(f.Packets) >= c.cfg.MaxPackets {
+		// A new packet past the cap: counted, and nothing of it kept.
+		f.Unkept++
+		if st := c.skbs[skb.id]; st != nil {
+			delete(c.skbs, skb.id)
+			c.freeSkbs = append(c.freeSkbs, st)
+		}
+		if e.Time > f.End {
+			f.End = e.Time
+		}
+		c.touch(f)
+		return
 	}
 	for i, k := range keys[:n] {
 		// A key found on another flow that was merged into f points to f
@@ -408,7 +469,7 @@ func (c *Correlator) newPacket() *Packet {
 		c.freePackets = c.freePackets[:n-1]
 		return p
 	}
-	return &Packet{Events: make([]event.Event, 0, 8)}
+	return &Packet{Events: make([]event.Event, 0, 2)}
 }
 
 // recycle keeps a finished flow's memory for later flows. Slices keep

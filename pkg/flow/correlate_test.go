@@ -164,3 +164,20 @@ func TestIdleFlowsEndAndTheLimitEvicts(t *testing.T) {
 		t.Fatalf("flows %d, stats %+v; want 5 flows, 3 evicted", len(flows), st)
 	}
 }
+
+func TestPacketsPastTheCapAreCountedNotKept(t *testing.T) {
+	var s fixture.Seq
+	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.ACK)
+	var events []event.Event
+	for i := 0; i < 10; i++ {
+		skb := uint64(0x1000 + i*0x100)
+		events = append(events, fixture.Dev(&s, skb, "n1/eth0", event.KindDevTx, a), fixture.Dev(&s, skb, "n2/eth0", event.KindDevRx, a))
+	}
+	c, flows := run(Config{Idle: time.Minute, MaxFlows: 10, MaxPackets: 4}, events)
+	if len(flows) != 1 || len(flows[0].Packets) != 4 || flows[0].Unkept != 12 {
+		t.Fatalf("%d flows; want 1 with 4 packets and 12 events not kept: %+v", len(flows), flows)
+	}
+	if n := len(c.skbs); n != 0 {
+		t.Errorf("%d skb states left behind", n)
+	}
+}

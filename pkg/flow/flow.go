@@ -46,6 +46,9 @@ type Flow struct {
 	// Socket holds the events that concern the flow but no packet (TCP
 	// state changes, route lookups without an skb).
 	Socket []event.Event
+	// Unkept counts the events of packets past Config.MaxPackets: seen,
+	// not kept.
+	Unkept uint64
 
 	keys []key
 	// prev and next link flows by last activity, oldest first, so that
@@ -124,7 +127,7 @@ func (b byTime) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
 // Clone returns a copy of the flow that stays valid after the callback it
 // was handed to returns.
 func (f *Flow) Clone() *Flow {
-	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Socket: append([]event.Event(nil), f.Socket...)}
+	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Socket: append([]event.Event(nil), f.Socket...), Unkept: f.Unkept}
 	for _, p := range f.Packets {
 		c.Packets = append(c.Packets, &Packet{Skb: p.Skb, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)})
 	}
