@@ -7,7 +7,13 @@ LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
 BPF_GEN := internal/probe/nat_bpfel.go
 
-.PHONY: all deps generate build test unit-test fuzz integration-test demo lab-down vmlinux clean
+.PHONY: all deps generate build test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
+
+# Kernels the VM stage boots: Debian package names or bzImage paths. Empty
+# means the newest linux-image-6.1.0-*-amd64. Adding a kernel is one word.
+VM_KERNELS ?=
+# Other flavours, outside CI.
+VM_NIGHTLY_KERNELS ?= $(shell apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-cloud-amd64$$' 2>/dev/null | awk '{print $$1}' | sort -V | tail -1)
 
 all: build
 
@@ -38,7 +44,15 @@ integration-test: generate
 fuzz: generate
 	scripts/fuzz.sh
 
-test: unit-test fuzz integration-test
+# Boots the kernels under qemu and runs the integration tests there, where
+# kprobes and fentry are allowed (scripts/vmtest/run.sh).
+vmtest: deps
+	@if [ -z "$(VM_KERNELS)" ]; then scripts/vmtest/run.sh; else for k in $(VM_KERNELS); do scripts/vmtest/run.sh $$k || exit 1; done; fi
+
+vmtest-nightly: deps
+	for k in $(VM_NIGHTLY_KERNELS); do scripts/vmtest/run.sh $$k || exit 1; done
+
+test: unit-test fuzz integration-test vmtest
 
 demo: build
 	scripts/demo.sh $(BIN) $(LAB)

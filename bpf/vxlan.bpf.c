@@ -36,12 +36,14 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 
 /* At udp_tunnel_xmit_skb the vxlan header is at skb->data and the inner
  * packet at inner_network_header; the UDP and outer IP headers do not exist
- * yet, so the outer tuple comes from the arguments. */
-static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 dst)
+ * yet, so the outer tuple comes from the arguments, and the underlay
+ * device from the route (skb->dev is still the vxlan device). */
+static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, __u32 src, __u32 dst,
+					__u16 sport, __u16 dport)
 {
 	unsigned char *head = BPF_CORE_READ(skb, head);
 	unsigned char *data = BPF_CORE_READ(skb, data);
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	struct net_device *dev = BPF_CORE_READ(rt, dst.dev);
 	__u8 vx[VXLAN_HLEN];
 	struct nt_event e;
 	__u32 netns = 0;
@@ -53,6 +55,8 @@ static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 ds
 	e.tuple.saddr = src;
 	e.tuple.daddr = dst;
 	e.tuple.proto = IPPROTO_UDP;
+	e.tuple.sport = sport;
+	e.tuple.dport = dport;
 	if (dev) {
 		netns = nt_dev_netns(dev, false);
 		if (!nt_netns_watched(netns))
@@ -64,6 +68,7 @@ static __always_inline void vxlan_encap(struct sk_buff *skb, __u32 src, __u32 ds
 		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
 	e.u.vxlan.remote = dst;
 	e.u.vxlan.local = src;
+	e.u.vxlan.port = dport;
 	nt_fill_dev(dev, &e);
 	nt_submit(&e);
 }
@@ -75,11 +80,13 @@ int BPF_PROG(vxlan_fentry_xmit, struct sk_buff *skb, struct net_device *dev)
 	return 0;
 }
 
+/* udp_tunnel_xmit_skb has 12 arguments: trampolines before Linux 6.3
+ * take 6 at most, so there fentry is refused and the kprobe is used. */
 SEC("fentry/udp_tunnel_xmit_skb")
 int BPF_PROG(vxlan_fentry_tunnel, struct rtable *rt, struct sock *sk, struct sk_buff *skb,
-	     __be32 src, __be32 dst)
+	     __be32 src, __be32 dst, __u8 tos, __u8 ttl, __be16 df, __be16 src_port, __be16 dst_port)
 {
-	vxlan_encap(skb, src, dst);
+	vxlan_encap(rt, skb, src, dst, bpf_ntohs(src_port), bpf_ntohs(dst_port));
 	return 0;
 }
 
@@ -90,11 +97,20 @@ int BPF_KPROBE(vxlan_kprobe_xmit, struct sk_buff *skb, struct net_device *dev)
 	return 0;
 }
 
+/* The UDP ports are the 9th and 10th arguments: past the six passed in
+ * registers on x86-64, they are on the stack, above the return address,
+ * one 8-byte slot each (arguments 7, 8, 9, 10 at sp+8 ... sp+32). */
+#define VXLAN_ARG_SLOT(n) (PT_REGS_SP(ctx) + 8 * ((n) - 6))
+
 SEC("kprobe/udp_tunnel_xmit_skb")
 int BPF_KPROBE(vxlan_kprobe_tunnel, struct rtable *rt, struct sock *sk, struct sk_buff *skb,
 	       __be32 src, __be32 dst)
 {
-	vxlan_encap(skb, src, dst);
+	__be16 sport = 0, dport = 0;
+
+	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)VXLAN_ARG_SLOT(9));
+	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)VXLAN_ARG_SLOT(10));
+	vxlan_encap(rt, skb, src, dst, bpf_ntohs(sport), bpf_ntohs(dport));
 	return 0;
 }
 

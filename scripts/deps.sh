@@ -15,6 +15,10 @@ have iptables || need+=(iptables)
 have nc || need+=(netcat-openbsd)
 have tshark || need+=(tshark)
 have setpriv || need+=(util-linux)
+have qemu-system-x86_64 || need+=(qemu-system-x86)
+[ -x /bin/busybox ] || need+=(busybox-static)
+have cpio || need+=(cpio)
+have depmod || need+=(kmod)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -32,26 +32,33 @@ func TestMain(m *testing.M) {
 		fmt.Println("integration tests need root: skipped")
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "nettrace-test")
-	if err != nil {
-		panic(err)
-	}
-	// Replay tests run nettrace as nobody.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		panic(err)
-	}
-	nettraceBin = filepath.Join(dir, "nettrace")
-	labBin = filepath.Join(dir, "ntlab")
-	for bin, pkg := range map[string]string{nettraceBin: "../cmd/nettrace", labBin: "./lab/ntlab"} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
-		build.Stdout, build.Stderr = os.Stdout, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Println("build", pkg+":", err)
-			os.Exit(1)
+	// In the VM (scripts/vmtest) the binaries come prebuilt: no toolchain.
+	nettraceBin, labBin = os.Getenv("NETTRACE_BIN"), os.Getenv("NTLAB_BIN")
+	dir := ""
+	if nettraceBin == "" || labBin == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "nettrace-test"); err != nil {
+			panic(err)
+		}
+		// Replay tests run nettrace as nobody.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			panic(err)
+		}
+		nettraceBin = filepath.Join(dir, "nettrace")
+		labBin = filepath.Join(dir, "ntlab")
+		for bin, pkg := range map[string]string{nettraceBin: "../cmd/nettrace", labBin: "./lab/ntlab"} {
+			build := exec.Command("go", "build", "-o", bin, pkg)
+			build.Stdout, build.Stderr = os.Stdout, os.Stderr
+			if err := build.Run(); err != nil {
+				fmt.Println("build", pkg+":", err)
+				os.Exit(1)
+			}
 		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
 }
 
@@ -65,11 +72,12 @@ func sh(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// script runs shell lines in order and fails on the first error.
+// script runs command lines (words, no shell syntax) in order and fails on
+// the first error. No shell: busybox's (in the VM) would run its own ip.
 func script(t *testing.T, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
-		sh(t, "sh", "-c", l)
+		sh(t, strings.Fields(l)...)
 	}
 }
 

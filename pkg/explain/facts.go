@@ -10,6 +10,7 @@ import (
 
 const (
 	tcpSYN = 0x02
+	tcpRST = 0x04
 	tcpACK = 0x10
 )
 

@@ -51,8 +51,11 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))
 		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s %s the reply went straight to the client (%s) without crossing that conntrack entry",
 			dst(d.Tuple), cl, dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
+		// The reset shows as the tcp point's reset (where the kernel traces
+		// resets sent without a socket) or as the reset packet leaving.
 		if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {
-			return e.Point == event.PointTCP && e.Kind == event.KindResetSent && e.Netns == clientNetns
+			return e.Netns == clientNetns && ((e.Point == event.PointTCP && e.Kind == event.KindResetSent) ||
+				(e.Point != event.PointTCP && packetTuple(e).TCPFlags&tcpRST != 0 && src(packetTuple(e)) == cl))
 		}); rst != nil {
 			summary += ", which reset it"
 			fd.Evidence = append(fd.Evidence, evidence(n, rst, "%s answered the unexpected reply with a reset", n.NetnsName(clientNetns)))

@@ -187,7 +187,11 @@ func Serve(addr, name string, backlog int, accept bool, readyFile string) error 
 		}
 	}
 	if !accept {
-		select {}
+		// Sleep, not select{}: with no other goroutine the runtime would
+		// call an empty select a deadlock and exit, closing the listener.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	for {
 		c, err := ln.Accept()

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Boots a Debian kernel under qemu (TCG: -enable-kvm hangs on our machines)
+# and runs nettrace's integration tests in it, so that the kprobe and
+# fentry observation points, which CI's own kernel refuses, are proven on a
+# kernel that has them. The guest prints its results on the serial
+# console; this script turns them into its exit code and shows the guest's
+# output on failure. A hung guest is killed by the timeout.
+#
+# Usage: scripts/vmtest/run.sh [KERNEL]
+#   KERNEL: a Debian kernel package name (default: the newest
+#   linux-image-6.1.0-*-amd64), or a path to a bzImage whose kernel has the
+#   needed features built in. Adding a kernel is that one argument (see
+#   VM_KERNELS in the Makefile).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+KERNEL=${1:-}
+TIMEOUT=${VMTEST_TIMEOUT:-840}
+CACHE=.cache/vmtest
+mkdir -p "$CACHE"
+
+if [ -z "$KERNEL" ]; then
+	KERNEL=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | awk '{print $1}' | sort -V | tail -1)
+	[ -n "$KERNEL" ] || { echo "vmtest: no linux-image-6.1.0-*-amd64 package found (apt-get update?)" >&2; exit 1; }
+fi
+
+MODULES=""
+if [ -f "$KERNEL" ]; then
+	VMLINUZ=$KERNEL
+	NAME=$(basename "$KERNEL")
+else
+	NAME=$KERNEL
+	ROOT="$CACHE/$NAME"
+	if [ ! -d "$ROOT/boot" ]; then
+		echo "vmtest: fetching $NAME"
+		(cd "$CACHE" && apt-get download "$NAME" 2>/dev/null)
+		dpkg -x "$CACHE/$NAME"_*.deb "$ROOT"
+		rm -f "$CACHE/$NAME"_*.deb
+	fi
+	VMLINUZ=$(ls "$ROOT"/boot/vmlinuz-*)
+	KVER=$(basename "$VMLINUZ" | sed 's/^vmlinuz-//')
+	depmod -b "$ROOT" "$KVER"
+	# What the lab and the tests need: conntrack and NAT, iptables on
+	# nf_tables with the matches and targets the lab's rules use, vxlan,
+	# veth, bridge.
+	for m in nf_conntrack nf_nat nf_tables nft_compat nft_chain_nat nft_masq xt_nat xt_MASQUERADE xt_comment \
+		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack nf_conntrack_netlink veth vxlan \
+		bridge br_netfilter; do
+		modprobe -d "$ROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
+	done | awk '!seen[$0]++' > "$CACHE/$NAME.modules"
+	MODULES="$CACHE/$NAME.modules"
+fi
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+INITRD="$WORK/root"
+mkdir -p "$INITRD"/{bin,sbin,lib,lib64,usr/lib,etc,proc,sys,dev,tmp,run,modules}
+
+echo "vmtest: building nettrace and the tests (static)"
+CGO_ENABLED=0 go build -o "$INITRD/nettrace" ./cmd/nettrace
+CGO_ENABLED=0 go build -o "$INITRD/ntlab" ./test/lab/ntlab
+CGO_ENABLED=0 go test -c -o "$INITRD/nettrace.test" ./test
+
+# Programs the tests run, with the libraries they load.
+copy_with_libs() {
+	local bin=$1 dest=$2
+	cp -L "$bin" "$INITRD/$dest"
+	ldd "$bin" 2>/dev/null | awk '/=> \// {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do
+		mkdir -p "$INITRD$(dirname "$lib")"
+		cp -Ln "$lib" "$INITRD$lib"
+	done
+}
+cp /bin/busybox "$INITRD/bin/busybox"
+copy_with_libs /usr/sbin/ip sbin/ip
+copy_with_libs /usr/sbin/bridge sbin/bridge
+copy_with_libs /usr/sbin/xtables-nft-multi sbin/xtables-nft-multi
+for t in iptables iptables-restore iptables-save; do ln -s xtables-nft-multi "$INITRD/sbin/$t"; done
+XT=/usr/lib/x86_64-linux-gnu/xtables
+mkdir -p "$INITRD$XT"
+cp "$XT"/*.so "$INITRD$XT/"
+for so in "$XT"/*.so; do
+	ldd "$so" 2>/dev/null | awk '/=> \// {print $3}' | while read -r lib; do
+		mkdir -p "$INITRD$(dirname "$lib")"; cp -Ln "$lib" "$INITRD$lib"
+	done
+done
+cp /etc/protocols /etc/services "$INITRD/etc/"
+echo "root:x:0:0::/:/bin/sh" > "$INITRD/etc/passwd"
+echo "nobody:x:65534:65534::/:/bin/false" >> "$INITRD/etc/passwd"
+
+if [ -n "$MODULES" ]; then
+	while read -r ko; do cp "$ko" "$INITRD/modules/"; basename "$ko"; done < "$MODULES" > "$INITRD/modules/order"
+fi
+
+cat > "$INITRD/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+mkdir -p /run/netns
+export PATH=/sbin:/bin
+if [ -f /modules/order ]; then
+	while read -r ko; do insmod "/modules/$ko" 2>/dev/null; done < /modules/order
+fi
+ip link set lo up
+echo "VMTEST: kernel $(uname -r)"
+/nettrace probes
+echo "VMTEST: running tests"
+cd /tmp
+NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab /nettrace.test -test.v -test.count=1 -test.timeout 12m \
+	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestVXLAN|TestSYNAccept|TestLab|TestNoResidue|TestReplayBadInput'
+if [ $? -eq 0 ]; then echo "VMTEST RESULT: PASS"; else echo "VMTEST RESULT: FAIL"; fi
+poweroff -f
+INIT
+chmod +x "$INITRD/init"
+(cd "$INITRD" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initrd.gz"
+echo "vmtest: initramfs $(du -h "$WORK/initrd.gz" | cut -f1); booting $NAME under TCG (timeout ${TIMEOUT}s)"
+
+LOG="$CACHE/$NAME.log"
+start=$(date +%s)
+set +e
+timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 3072 -nographic -no-reboot \
+	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
+	-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init" > "$LOG" 2>&1
+rc=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+if [ $rc -eq 124 ]; then
+	echo "vmtest: FAIL: the guest did not finish within ${TIMEOUT}s (hung?); its output:" >&2
+	tail -100 "$LOG" >&2
+	exit 1
+fi
+if grep -q "VMTEST RESULT: PASS" "$LOG"; then
+	grep -E "^(--- |VMTEST|ok|PASS)" "$LOG" | tr -d '\r'
+	echo "vmtest: PASS on $NAME in ${elapsed}s"
+	exit 0
+fi
+echo "vmtest: FAIL on $NAME after ${elapsed}s; the guest's output:" >&2
+tr -d '\r' < "$LOG" | tail -200 >&2
+exit 1
