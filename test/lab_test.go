@@ -19,7 +19,7 @@ type labRun struct {
 	explanations []output.JSONExplanation
 }
 
-func runScenario(t *testing.T, name, filter string) labRun {
+func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun {
 	t.Helper()
 	sc, err := lab.Up(name, labBin)
 	t.Cleanup(func() {
@@ -31,7 +31,7 @@ func runScenario(t *testing.T, name, filter string) labRun {
 		t.Fatal(err)
 	}
 	recording := filepath.Join(t.TempDir(), name+".ntrace")
-	args := []string{"-w", recording}
+	args := append([]string{"-w", recording}, watchArgs...)
 	for _, ns := range lab.Namespaces() {
 		args = append(args, "--netns", ns)
 	}

@@ -41,22 +41,7 @@ func factsOf(t *testing.T, scenario, filter, point, method string, facts func(r 
 	t.Helper()
 	var got []string
 	t.Run(point+"="+method, func(t *testing.T) {
-		sc, err := lab.Up(scenario, labBin)
-		t.Cleanup(func() { lab.Down() })
-		if err != nil {
-			t.Fatal(err)
-		}
-		args := []string{"--method", point + "=" + method}
-		for _, ns := range lab.Namespaces() {
-			args = append(args, "--netns", ns)
-		}
-		w := startWatch(t, append(args, filter)...)
-		outs, err := lab.Traffic(sc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := w.stop(t)
-		got = facts(labRun{outcomes: outs, events: tr.events, flows: tr.flows, explanations: tr.explanations})
+		got = facts(runScenario(t, scenario, filter, "--method", point+"="+method))
 		sort.Strings(got)
 	})
 	return got

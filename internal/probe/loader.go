@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/kernel"
@@ -259,7 +260,12 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 			return "", "", errors.New("kprobes not built into this kernel (no kprobe PMU: CONFIG_KPROBES is not set)")
 		}
 	case MethodUser:
-		return "", "SYN outcome from netfilter INPUT/OUTPUT events, sock_diag and TcpExt counters", nil
+		// The SYN outcome is judged from the listener's queues: without
+		// sock_diag it cannot be.
+		if _, err := netlink.SocketDiagTCP(unix.AF_INET); err != nil {
+			return "", "", fmt.Errorf("sock_diag unavailable (is the tcp_diag module loaded?): %w", err)
+		}
+		return "", "SYN outcome from SYNs arriving without a SYN-ACK, sock_diag and TcpExt counters", nil
 	case MethodTracepoint:
 		if err := kernel.EnsureTracefs(func(what, where string) {
 			t.opts.Log.Info().Str("fs", what).Str("at", where).Msg("mounted")

@@ -37,6 +37,9 @@ const Grace = 300 * time.Millisecond
 type pendingSYN struct {
 	ev   event.Event
 	seen time.Time
+	// local is set when the SYN was seen at INPUT (delivered to this
+	// namespace); a SYN only seen on a device may be forwarded.
+	local bool
 }
 
 type key struct {
@@ -73,30 +76,47 @@ func (w *Watcher) AddNamespace(t netns.Target) {
 	}
 }
 
-// Observe feeds one event. SYNs at INPUT become pending; a reset leaving
-// the namespace answers the SYN it replies to, and a SYN-ACK makes emit
-// report the SYN as queued at its listener.
+// Observe feeds one event. SYNs arriving (at INPUT, or received by a
+// device: the nat point reports INPUT only in namespaces with NAT hooks
+// when it probes the NAT function) become pending; a reset leaving the
+// namespace answers the SYN it replies to, and a SYN-ACK makes emit report
+// the SYN as queued at its listener.
 func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
-	if e.Point != event.PointNAT || e.Tuple.Proto != event.ProtoTCP {
+	if e.Tuple.Proto != event.ProtoTCP || e.HasInner() {
 		return
 	}
+	arriving := (e.Point == event.PointNAT && e.Hook == event.HookInput) || (e.Point == event.PointDev && e.Kind == event.KindDevRx)
+	leaving := (e.Point == event.PointNAT && e.Hook == event.HookOutput) || (e.Point == event.PointDev && e.Kind == event.KindDevTx)
 	f := e.Tuple.TCPFlags
 	switch {
-	case e.Hook == event.HookInput && f&tcpSYN != 0 && f&tcpACK == 0:
+	case arriving && f&tcpSYN != 0 && f&tcpACK == 0:
+		k := key{e.Netns, bare(e.Tuple)}
+		local := e.Point == event.PointNAT
+		if p, ok := w.pending[k]; ok && p.ev.Skb == e.Skb {
+			// The same SYN seen further in (device, then INPUT).
+			if local && !p.local {
+				p.local, p.ev.Hook = true, event.HookInput
+				w.pending[k] = p
+			}
+			return
+		}
 		if _, ok := w.paths[e.Netns]; ok {
 			ev := *e
 			ev.Packet = nil // refers to the ring buffer record
-			w.pending[key{e.Netns, bare(e.Tuple)}] = pendingSYN{ev: ev, seen: w.now()}
+			w.pending[k] = pendingSYN{ev: ev, seen: w.now(), local: local}
 		}
-	case e.Hook == event.HookOutput && f&tcpRST != 0:
+	case leaving && f&tcpRST != 0:
 		delete(w.pending, key{e.Netns, bare(e.Tuple.Reverse())})
-	case e.Hook == event.HookOutput && f&(tcpSYN|tcpACK) == tcpSYN|tcpACK:
+	case leaving && f&(tcpSYN|tcpACK) == tcpSYN|tcpACK:
 		k := key{e.Netns, bare(e.Tuple.Reverse())}
 		p, ok := w.pending[k]
 		if !ok {
 			return
 		}
 		delete(w.pending, k)
+		if !p.local {
+			return // maybe only forwarded here: no claim about a listener
+		}
 		syn := p.ev
 		syn.Point, syn.Kind, syn.Time = event.PointSYN, event.KindSYN, e.Time
 		syn.SYN = event.SYN{Listener: netip.AddrPortFrom(k.t.Dst, k.t.Dport), Outcome: event.SYNQueued}

@@ -34,6 +34,11 @@ func synAt(hook event.Hook, src string, sport uint16, dst string, dport uint16, 
 		Proto: event.ProtoTCP, TCPFlags: flags}}
 }
 
+func onDev(e *event.Event, kind event.Kind) *event.Event {
+	e.Point, e.Kind, e.Hook = event.PointDev, kind, event.HookNone
+	return e
+}
+
 func TestObservePairsSYNWithItsAnswer(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -53,6 +58,14 @@ func TestObservePairsSYNWithItsAnswer(t *testing.T) {
 			synAt(event.HookOutput, "10.0.0.2", 80, "10.0.0.1", 5001, tcpSYN|tcpACK)}, 1, 0},
 		{"SYN-ACK at INPUT is not a SYN", []*event.Event{synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN|tcpACK)}, 0, 0},
 		{"SYN in OUTPUT is outgoing", []*event.Event{synAt(event.HookOutput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN)}, 0, 0},
+		{"SYN received by a device waits", []*event.Event{onDev(synAt(0, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN), event.KindDevRx)}, 1, 0},
+		{"a device-only SYN answered makes no listener claim (it may be forwarded)", []*event.Event{
+			onDev(synAt(0, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN), event.KindDevRx),
+			onDev(synAt(0, "10.0.0.2", 80, "10.0.0.1", 5000, tcpSYN|tcpACK), event.KindDevTx)}, 0, 0},
+		{"device then INPUT: delivered here", []*event.Event{
+			onDev(synAt(0, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN), event.KindDevRx),
+			synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN),
+			onDev(synAt(0, "10.0.0.2", 80, "10.0.0.1", 5000, tcpSYN|tcpACK), event.KindDevTx)}, 0, 1},
 	}
 	for _, tt := range tests {
 		w := &Watcher{paths: map[uint32]string{42: "/nonexistent"}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}

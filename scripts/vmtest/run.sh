@@ -44,7 +44,7 @@ else
 	# veth, bridge.
 	for m in nf_conntrack nf_nat nf_tables nft_compat nft_chain_nat nft_masq xt_nat xt_MASQUERADE xt_comment \
 		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack nf_conntrack_netlink veth vxlan \
-		bridge br_netfilter; do
+		bridge br_netfilter tcp_diag; do
 		modprobe -d "$ROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
 	done | awk '!seen[$0]++' > "$CACHE/$NAME.modules"
 	MODULES="$CACHE/$NAME.modules"
