@@ -129,13 +129,8 @@ type jsonSummary struct {
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
-	j := jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: map[string]uint64{}, Lost: map[string]uint64{},
-		Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted, Findings: s.Findings}
-	for _, p := range event.Points {
-		j.Events[p.String()] = s.Events[p]
-		j.Lost[p.String()] = s.Lost[p]
-	}
-	return j
+	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: pointNames(s.Events),
+		Lost: pointNames(s.Lost), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted, Findings: s.Findings}
 }
 
 func pointNames(m map[event.Point]uint64) map[string]uint64 {

@@ -4,7 +4,6 @@
 package netns
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -186,17 +185,3 @@ func (n *Namer) Name(ino uint32) string {
 	}
 	return s
 }
-
-// Snapshot returns every inode -> name mapping known so far.
-func (n *Namer) Snapshot() map[uint32]string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := make(map[uint32]string, len(n.names))
-	for k, v := range n.names {
-		out[k] = v
-	}
-	return out
-}
-
-// ErrNoNamespaces is returned when no namespace is left to watch.
-var ErrNoNamespaces = errors.New("no network namespace to watch")

@@ -241,14 +241,10 @@ func (t *Tracer) resolve(m Method, p program) (string, string, error) {
 			}
 		}
 		return "", "", fmt.Errorf("%s not in /proc/kallsyms (inlined, or its module is not loaded)", strings.Join(p.candidates, ", "))
-	case MethodTpBTF:
-		if len(p.candidates) > 0 {
-			return p.candidates[0], "", nil
-		}
-	case MethodTracepoint:
-		if len(p.candidates) > 0 {
-			return p.candidates[0], "", nil
-		}
+	}
+	// Tracepoints have one name; netfilter and user-space methods none.
+	if len(p.candidates) > 0 {
+		return p.candidates[0], "", nil
 	}
 	return "", "", nil
 }

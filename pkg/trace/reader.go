@@ -240,9 +240,6 @@ func (r *Reader) NetnsName(ino uint32) string { return r.netns[ino] }
 // SymbolName names a kernel address as the recording host did.
 func (r *Reader) SymbolName(addr uint64) string { return r.symbols[addr] }
 
-// Offset is where the next record starts.
-func (r *Reader) Offset() int64 { return r.off }
-
 // Close closes the file.
 func (r *Reader) Close() error {
 	if r.closer != nil {

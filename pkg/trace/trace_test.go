@@ -13,15 +13,10 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
-type names struct{}
-
-func (names) NetnsName(ino uint32) string   { return fixture.NetnsNames[ino] }
-func (names) SymbolName(addr uint64) string { return "ip_rcv_finish_core+0x25b" }
-
 func record(t *testing.T, events []event.Event, complete bool) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "r.ntrace")
-	w, err := Create(path, Meta{Nettrace: "test", SnapLen: 128, DropReasons: map[uint32]string{10: "IP_RPFILTER"}}, names{})
+	w, err := Create(path, Meta{Nettrace: "test", SnapLen: 128, DropReasons: map[uint32]string{10: "IP_RPFILTER"}}, fixture.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}

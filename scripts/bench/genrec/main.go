@@ -13,11 +13,6 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
-type names struct{}
-
-func (names) NetnsName(ino uint32) string   { return fixture.NetnsNames[ino] }
-func (names) SymbolName(addr uint64) string { return "ip_rcv_finish_core+0x25b" }
-
 func main() {
 	out := flag.String("o", "bench.ntrace", "recording to write")
 	n := flag.Int("n", 1_000_000, "events")
@@ -30,7 +25,7 @@ func main() {
 	for k, v := range fixture.ReasonNames {
 		reasons[k] = v
 	}
-	w, err := trace.Create(*out, trace.Meta{Nettrace: "genrec", SnapLen: 128, DropReasons: reasons}, names{})
+	w, err := trace.Create(*out, trace.Meta{Nettrace: "genrec", SnapLen: 128, DropReasons: reasons}, fixture.Names{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
