@@ -3,7 +3,7 @@
  * drop: every freed packet of a followed flow, with the kernel's drop
  * reason (named in Go from this kernel's BTF) and the freeing location.
  * consume_skb only forgets the packet: its address may be recycled for an
- * unrelated packet that must not inherit the following.
+ * unrelated packet that must inherit neither the following nor the identity.
  */
 #include "common.h"
 
@@ -19,6 +19,7 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 		nt_submit_skb(&e, skb, false, direct);
 	}
 	nt_untrack_skb((__u64)skb);
+	nt_forget_skb((__u64)skb);
 }
 
 static __always_inline void drop_seen(struct sk_buff *skb, void *location, __u32 reason, bool direct)
@@ -57,5 +58,6 @@ SEC("tp_btf/consume_skb")
 int BPF_PROG(drop_consume, struct sk_buff *skb)
 {
 	nt_untrack_skb((__u64)skb);
+	nt_forget_skb((__u64)skb);
 	return 0;
 }

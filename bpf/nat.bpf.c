@@ -15,19 +15,40 @@
  * bpf2go to generate its Go twin. */
 const struct nt_event *nt_event_btf_anchor __attribute__((unused));
 
-/* kretprobe has no arguments: the entry leaves the skb and hook here. */
-struct nat_call {
-	__u64 skb;
-	__u32 hook;
-	__u32 netns;
-};
+/* kretprobe has no arguments: the entry leaves the skb, hook and namespace
+ * on this CPU's call stack. */
+NT_CALL_STACK(nat_calls);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, struct nat_call);
-} nat_calls SEC(".maps");
+#define TCP_FLAGS_SYNACK (TCP_FLAG_SYN | 0x10)
+
+/* Notes a SYN-ACK leaving this namespace for the syn point (synack_slots),
+ * and the listener that sent it (listeners). */
+static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt_tuple *t, __u32 netns)
+{
+	struct listener_key lk = { .netns = netns, .port = t->sport };
+	struct synack_slot *slot;
+	struct sock *sk;
+	__u64 listener;
+	__u32 key = 0;
+
+	if (t->proto != IPPROTO_TCP || (t->tcp_flags & TCP_FLAGS_SYNACK) != TCP_FLAGS_SYNACK)
+		return;
+	slot = bpf_map_lookup_elem(&synack_slots, &key);
+	if (!slot)
+		return;
+	slot->ts = bpf_ktime_get_ns();
+	slot->tuple = *t;
+	slot->req = 0;
+	/* A SYN-ACK for a queued request is owned by its request socket; a
+	 * syncookie SYN-ACK by no socket. */
+	sk = BPF_CORE_READ(skb, sk);
+	if (!sk || BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_NEW_SYN_RECV)
+		return;
+	slot->req = (__u64)sk;
+	listener = (__u64)BPF_CORE_READ((struct request_sock *)sk, __req_common.skc_listener);
+	if (listener)
+		bpf_map_update_elem(&listeners, &lk, &listener, BPF_ANY);
+}
 
 static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
 {
@@ -45,6 +66,8 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	nt_init(&e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
 	if (!nt_parse_skb(skb, false, &e, NULL, direct))
 		return;
+	if (hook == NF_INET_LOCAL_OUT)
+		nat_note_synack(skb, &e.tuple, netns);
 	slot->skb = (__u64)skb;
 	slot->pre = e.tuple;
 	slot->active = 1;
@@ -131,27 +154,22 @@ int BPF_PROG(nat_fexit, void *priv, struct sk_buff *skb, const struct nf_hook_st
 SEC("kprobe/nf_nat_inet_fn")
 int BPF_KPROBE(nat_kprobe, void *priv, struct sk_buff *skb, const struct nf_hook_state *state)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct nat_call call = {
-		.skb = (__u64)skb,
-		.hook = BPF_CORE_READ(state, hook),
-		.netns = BPF_CORE_READ(state, net, ns.inum),
+	struct nt_call call = {
+		.obj = (__u64)skb,
+		.v = { BPF_CORE_READ(state, hook), BPF_CORE_READ(state, net, ns.inum) },
 	};
 
-	nat_enter(skb, call.hook, call.netns, false);
-	bpf_map_update_elem(&nat_calls, &id, &call, BPF_ANY);
+	nat_enter(skb, call.v[0], call.v[1], false);
+	nt_call_push(&nat_calls, &call);
 	return 0;
 }
 
 SEC("kretprobe/nf_nat_inet_fn")
 int BPF_KRETPROBE(nat_kretprobe)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct nat_call *call = bpf_map_lookup_elem(&nat_calls, &id);
+	struct nt_call call;
 
-	if (!call)
-		return 0;
-	nat_exit((struct sk_buff *)call->skb, call->hook, call->netns, false);
-	bpf_map_delete_elem(&nat_calls, &id);
+	if (nt_call_pop(&nat_calls, &call))
+		nat_exit((struct sk_buff *)call.obj, call.v[0], call.v[1], false);
 	return 0;
 }

@@ -10,7 +10,6 @@
  */
 #include "common.h"
 
-#define NF_INET_LOCAL_OUT 3
 #define RT_TABLE_LOCAL 255
 
 static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event *e)
@@ -59,38 +58,26 @@ int BPF_PROG(route_fexit, struct net *net, struct sock *sk, struct sk_buff *skb,
 	return 0;
 }
 
-struct reroute_call {
-	__u64 net;
-	__u64 skb;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, struct reroute_call);
-} reroute_calls SEC(".maps");
+/* kretprobe has no arguments: the entry leaves them on this CPU's call
+ * stack (see nt_call_push). */
+NT_CALL_STACK(reroute_calls);
 
 SEC("kprobe/ip_route_me_harder")
 int BPF_KPROBE(route_kprobe, struct net *net, struct sock *sk, struct sk_buff *skb)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct reroute_call call = { .net = (__u64)net, .skb = (__u64)skb };
+	struct nt_call call = { .obj = (__u64)skb, .aux = (__u64)net };
 
-	bpf_map_update_elem(&reroute_calls, &id, &call, BPF_ANY);
+	nt_call_push(&reroute_calls, &call);
 	return 0;
 }
 
 SEC("kretprobe/ip_route_me_harder")
 int BPF_KRETPROBE(route_kretprobe, int ret)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct reroute_call *call = bpf_map_lookup_elem(&reroute_calls, &id);
+	struct nt_call call;
 
-	if (!call)
-		return 0;
-	reroute_done((struct net *)call->net, (struct sk_buff *)call->skb, ret, false);
-	bpf_map_delete_elem(&reroute_calls, &id);
+	if (nt_call_pop(&reroute_calls, &call))
+		reroute_done((struct net *)call.aux, (struct sk_buff *)call.obj, ret, false);
 	return 0;
 }
 

@@ -5,111 +5,208 @@
  * tcp_conn_request returns 0 whether it queued the SYN or dropped it, so
  * the outcome is read from the listener: a request socket added to the SYN
  * queue means queued; otherwise the queue state at entry names the cause.
- * Kernels without kprobes or fentry get this point from the Go side
- * (sock_diag and TcpExt counters), not from here.
+ *
+ * Kernels without kprobes or fentry: a SYN handed to a listener is
+ * consumed in tcp_rcv_state_process whatever became of it (a full accept
+ * queue frees nothing), but a queued SYN was answered first, on the same
+ * CPU, by a SYN-ACK the nat point's OUTPUT program notes in synack_slots.
+ * A SYN consumed there without its SYN-ACK was dropped by the listener; the
+ * listener's queues come from the socket that sent the earlier SYN-ACKs.
  */
 #include "common.h"
 
-struct syn_call {
-	__u64 sk;
-	__u64 skb;
+/* Kernel text range of tcp_rcv_state_process, set by the loader. */
+volatile const __u64 listen_fn_start = 0;
+volatile const __u64 listen_fn_end = 0;
+
+/* The SYN-ACK of a queued SYN is sent microseconds before the SYN is
+ * consumed; a slot older than this is another SYN's. */
+#define SYNACK_WINDOW_NS 10000000ULL
+
+struct syn_queues {
 	__u32 syn_qlen;
 	__u32 accept_qlen;
 	__u32 accept_max;
-	__u32 _pad;
 };
 
+/* fentry/fexit: the queues at entry, by skb, so that two SYNs on two CPUs
+ * (both in softirq, where there is no task to key by) stay apart. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
-	__type(value, struct syn_call);
+	__type(value, struct syn_queues);
 } syn_calls SEC(".maps");
 
-static __always_inline __u32 syn_queue_len(struct sock *sk)
+/* kprobe/kretprobe: the same on this CPU's call stack (see nt_call_push). */
+NT_CALL_STACK(syn_stack);
+
+static __always_inline void syn_read_queues(struct sock *sk, struct syn_queues *q)
 {
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
 
-	return BPF_CORE_READ(icsk, icsk_accept_queue.qlen.counter);
+	q->syn_qlen = BPF_CORE_READ(icsk, icsk_accept_queue.qlen.counter);
+	q->accept_qlen = BPF_CORE_READ(sk, sk_ack_backlog);
+	q->accept_max = BPF_CORE_READ(sk, sk_max_ack_backlog);
 }
 
-static __always_inline void syn_enter(struct sock *sk, struct sk_buff *skb)
+/* The device a SYN arrived on. TCP clears skb->dev before the socket
+ * handles the packet (it shares the space with the socket's timestamp), but
+ * the input route keeps it. */
+static __always_inline struct net_device *syn_dev(struct sk_buff *skb)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct syn_call call = {
-		.sk = (__u64)sk,
-		.skb = (__u64)skb,
-		.syn_qlen = syn_queue_len(sk),
-		.accept_qlen = BPF_CORE_READ(sk, sk_ack_backlog),
-		.accept_max = BPF_CORE_READ(sk, sk_max_ack_backlog),
-	};
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
 
-	bpf_map_update_elem(&syn_calls, &id, &call, BPF_ANY);
+	return dev ? dev : nt_dst_dev(skb);
 }
 
-static __always_inline void syn_exit(bool direct)
+/* The outcome of a SYN the listener left no answer to. */
+static __always_inline __u8 syn_drop_cause(const struct syn_queues *q)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct syn_call *call = bpf_map_lookup_elem(&syn_calls, &id);
-	struct sock *sk;
-	struct sk_buff *skb;
+	if (q->accept_qlen > q->accept_max)
+		return NT_SYN_DROP_ACCEPT_QUEUE;
+	if (q->syn_qlen >= q->accept_max)
+		return NT_SYN_DROP_SYN_QUEUE;
+	return NT_SYN_DROP_OTHER;
+}
+
+/* Reports a SYN at listener sk (NULL: unknown, laddr from the SYN). The
+ * skb is read with probe reads: it comes from a map or a call stack as a
+ * plain address in the kprobe and fexit paths. */
+static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u8 outcome,
+				       const struct syn_queues *q)
+{
 	struct nt_event e;
 
-	if (!call)
+	nt_init(&e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
+	if (!nt_observe_skb(skb, syn_dev(skb), false, &e, NULL, false, false))
 		return;
-	sk = (struct sock *)call->sk;
-	skb = (struct sk_buff *)call->skb;
-	nt_init(&e, NT_POINT_SYN, NT_KIND_SYN, call->skb);
-	e.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	/* The skb comes from the map as a plain address: probe reads only. */
-	if (!nt_netns_watched(e.netns) || !nt_parse_skb(skb, false, &e, NULL, false))
-		goto out;
-	if (nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, NULL) == NT_SKIP)
-		goto out;
-	nt_fill_ct(skb, &e);
-	nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
-	e.u.syn.laddr = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-	e.u.syn.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	e.u.syn.syn_qlen = call->syn_qlen;
-	e.u.syn.accept_qlen = call->accept_qlen;
-	e.u.syn.accept_max = call->accept_max;
-	if (syn_queue_len(sk) > call->syn_qlen)
-		e.u.syn.outcome = NT_SYN_QUEUED;
-	else if (call->accept_qlen > call->accept_max)
-		e.u.syn.outcome = NT_SYN_DROP_ACCEPT_QUEUE;
-	else if (call->syn_qlen >= call->accept_max)
-		e.u.syn.outcome = NT_SYN_DROP_SYN_QUEUE;
-	else
-		e.u.syn.outcome = NT_SYN_DROP_OTHER;
+	e.u.syn.laddr = e.tuple.daddr;
+	e.u.syn.lport = e.tuple.dport;
+	if (sk) {
+		e.u.syn.laddr = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		e.u.syn.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	}
+	e.u.syn.syn_qlen = q->syn_qlen;
+	e.u.syn.accept_qlen = q->accept_qlen;
+	e.u.syn.accept_max = q->accept_max;
+	e.u.syn.outcome = outcome;
 	nt_submit_skb(&e, skb, false, false);
-out:
-	bpf_map_delete_elem(&syn_calls, &id);
+}
+
+/* After tcp_conn_request: a request socket added to the SYN queue means
+ * the SYN was queued. */
+static __always_inline void syn_done(struct sock *sk, struct sk_buff *skb, const struct syn_queues *at_entry)
+{
+	struct syn_queues now;
+
+	syn_read_queues(sk, &now);
+	syn_report(sk, skb, now.syn_qlen > at_entry->syn_qlen ? NT_SYN_QUEUED : syn_drop_cause(at_entry),
+		   at_entry);
 }
 
 SEC("fentry/tcp_conn_request")
 int BPF_PROG(syn_fentry, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb)
 {
-	syn_enter(sk, skb);
+	__u64 key = (__u64)skb;
+	struct syn_queues q;
+
+	syn_read_queues(sk, &q);
+	bpf_map_update_elem(&syn_calls, &key, &q, BPF_ANY);
 	return 0;
 }
 
 SEC("fexit/tcp_conn_request")
 int BPF_PROG(syn_fexit, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb, int ret)
 {
-	syn_exit(false);
+	__u64 key = (__u64)skb;
+	struct syn_queues *q = bpf_map_lookup_elem(&syn_calls, &key);
+	struct syn_queues at_entry;
+
+	if (!q)
+		return 0;
+	at_entry = *q;
+	bpf_map_delete_elem(&syn_calls, &key);
+	syn_done(sk, skb, &at_entry);
 	return 0;
 }
 
 SEC("kprobe/tcp_conn_request")
 int BPF_KPROBE(syn_kprobe, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb)
 {
-	syn_enter(sk, skb);
+	struct syn_queues q;
+	struct nt_call call = { .obj = (__u64)skb, .aux = (__u64)sk };
+
+	syn_read_queues(sk, &q);
+	call.v[0] = q.syn_qlen;
+	call.v[1] = q.accept_qlen;
+	call.v[2] = q.accept_max;
+	nt_call_push(&syn_stack, &call);
 	return 0;
 }
 
 SEC("kretprobe/tcp_conn_request")
 int BPF_KRETPROBE(syn_kretprobe)
 {
-	syn_exit(false);
+	struct nt_call call;
+	struct syn_queues q;
+
+	if (!nt_call_pop(&syn_stack, &call))
+		return 0;
+	q.syn_qlen = call.v[0];
+	q.accept_qlen = call.v[1];
+	q.accept_max = call.v[2];
+	syn_done((struct sock *)call.aux, (struct sk_buff *)call.obj, &q);
+	return 0;
+}
+
+static __always_inline bool syn_answers(const struct synack_slot *s, const struct nt_tuple *syn, __u64 now)
+{
+	return s->ts && now - s->ts < SYNACK_WINDOW_NS && s->tuple.saddr == syn->daddr &&
+	       s->tuple.daddr == syn->saddr && s->tuple.sport == syn->dport && s->tuple.dport == syn->sport;
+}
+
+/* Must be attached before the drop point's consume_skb program, which
+ * forgets the packet's identity: tracepoint programs run in attach order. */
+SEC("tp_btf/consume_skb")
+int BPF_PROG(syn_consume, struct sk_buff *skb, void *location)
+{
+	struct listener_key lk = {};
+	struct syn_queues q = {};
+	struct synack_slot *slot;
+	struct sock *listener = NULL;
+	struct nt_tuple t = {};
+	__u64 *found;
+	__u32 key = 0;
+	__u8 outcome;
+
+	/* Every packet the host consumes passes here: the location test,
+	 * constants only, comes first. */
+	if ((__u64)location < listen_fn_start || (__u64)location >= listen_fn_end)
+		return 0;
+	if (skb->protocol != bpf_htons(ETH_P_IP) ||
+	    !nt_read_ipv4(skb->head, skb->network_header, &t) || t.proto != IPPROTO_TCP ||
+	    (t.tcp_flags & (TCP_FLAG_SYN | 0x10)) != TCP_FLAG_SYN)
+		return 0;
+	lk.netns = nt_dev_netns(syn_dev(skb), false);
+	lk.port = t.dport;
+	found = bpf_map_lookup_elem(&listeners, &lk);
+	if (found) {
+		listener = (struct sock *)*found;
+		/* The socket may have been closed and its memory reused. */
+		if (BPF_CORE_READ(listener, __sk_common.skc_state) != TCP_LISTEN ||
+		    BPF_CORE_READ(listener, __sk_common.skc_num) != t.dport)
+			listener = NULL;
+	}
+	if (listener)
+		syn_read_queues(listener, &q);
+	slot = bpf_map_lookup_elem(&synack_slots, &key);
+	if (slot && syn_answers(slot, &t, bpf_ktime_get_ns()))
+		outcome = slot->req ? NT_SYN_QUEUED : NT_SYN_DROP_SYN_QUEUE;
+	else if (listener)
+		outcome = syn_drop_cause(&q);
+	else
+		outcome = NT_SYN_DROP_UNANSWERED;
+	syn_report(listener, skb, outcome, &q);
 	return 0;
 }

@@ -30,7 +30,7 @@ static __always_inline void tcp_report(const struct sock_common *skc, struct nt_
 	if (skc) {
 		if (!e->netns)
 			e->netns = BPF_CORE_READ(skc, skc_net.net, ns.inum);
-		e->u.tcp.sk = (__u64)skc;
+		e->u.tcp.cookie = bpf_get_socket_cookie((void *)skc);
 	}
 	if (!nt_netns_watched(e->netns))
 		return;

@@ -63,7 +63,7 @@ func TestProbesReportMethodsAndReasons(t *testing.T) {
 		}
 	}
 	fentryWorks := r.Kernel.Lockdown == "none"
-	mission := map[string]probe.Method{"nat": probe.MethodNetfilter, "route": probe.MethodTpBTF, "vxlan": probe.MethodTpBTF, "syn": probe.MethodUser}
+	mission := map[string]probe.Method{"nat": probe.MethodNetfilter, "route": probe.MethodTpBTF, "vxlan": probe.MethodTpBTF, "syn": probe.MethodTpBTF}
 	for name, fallback := range mission {
 		s := points[name]
 		switch {

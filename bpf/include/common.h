@@ -21,6 +21,7 @@
 #define IPPROTO_UDP 17
 #define NF_ACCEPT 1
 #define NT_HOOKS 5
+#define NF_INET_LOCAL_OUT 3
 #define NT_NO_HEADER 0xffff
 #define IP_OFFSET_MASK 0x1fff
 #define VXLAN_HLEN 8
@@ -112,6 +113,53 @@ struct {
 	__type(value, struct nat_slot);
 } nat_slots SEC(".maps");
 
+/* Packet identities: skb address -> the time it was first seen holding the
+ * packet. Forgotten when the packet is freed or consumed (drop point), so
+ * the next packet at that address gets a new identity. LRU: a packet whose
+ * free was missed (freed through a path without a tracepoint) is evicted
+ * eventually, and user space still tells a recycled address by its
+ * contradicting path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} skb_ids SEC(".maps");
+
+/* The last SYN-ACK this CPU sent, written at the OUTPUT hook. A listener
+ * answers a SYN inside tcp_conn_request, before the SYN is consumed on the
+ * same CPU: the syn point's tracepoint method reads it there to tell a
+ * queued SYN from a dropped one. */
+struct synack_slot {
+	__u64 ts;
+	__u64 req; /* the request socket, 0 for a syncookie SYN-ACK */
+	struct nt_tuple tuple;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct synack_slot);
+} synack_slots SEC(".maps");
+
+/* Listening sockets by namespace and port, learnt from the request sockets
+ * of the SYN-ACKs they send, so that a SYN they drop later can be reported
+ * with their queues. Values are plain addresses: read with probe reads and
+ * checked (state, port) before use, as the socket may be gone. */
+struct listener_key {
+	__u32 netns;
+	__u16 port;
+	__u16 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct listener_key);
+	__type(value, __u64);
+} listeners SEC(".maps");
+
 /* Slot 0 is set to 1 the first time anything is tracked, so that until then
  * the tracked maps are not even looked up. A map, not a global: globals live
  * in each object's own .bss, and this flag must be shared by all of them. */
@@ -139,9 +187,40 @@ static __always_inline void nt_count_lost(__u8 point)
 		*n += 1;
 }
 
+/* Names the packet of an event: the time its skb address was first seen
+ * since the last packet at that address was freed. */
+static __always_inline void nt_identify(struct nt_event *e)
+{
+	__u64 *seen;
+
+	if (!e->skb)
+		return;
+	seen = bpf_map_lookup_elem(&skb_ids, &e->skb);
+	if (seen) {
+		e->skb_seen = *seen;
+		return;
+	}
+	e->skb_seen = e->ts;
+	/* Two CPUs may see a new packet at once (a clone is another address,
+	 * but a packet can be traced on two CPUs around a queue): the first
+	 * insert wins and both events must carry it. */
+	if (bpf_map_update_elem(&skb_ids, &e->skb, &e->skb_seen, BPF_NOEXIST)) {
+		seen = bpf_map_lookup_elem(&skb_ids, &e->skb);
+		if (seen)
+			e->skb_seen = *seen;
+	}
+}
+
+/* The packet at this address is gone: the next one is another packet. */
+static __always_inline void nt_forget_skb(__u64 skb)
+{
+	bpf_map_delete_elem(&skb_ids, &skb);
+}
+
 static __always_inline void nt_submit(struct nt_event *e)
 {
 	e->ts = bpf_ktime_get_ns();
+	nt_identify(e);
 	e->cpu = bpf_get_smp_processor_id();
 	if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
 		nt_count_lost(e->point);
@@ -185,6 +264,7 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 	if (caplen > snap_len || bpf_probe_read_kernel(rec + 1, caplen, head + off))
 		caplen = 0;
 	e->ts = bpf_ktime_get_ns();
+	nt_identify(e);
 	e->cpu = bpf_get_smp_processor_id();
 	e->caplen = caplen;
 	/* A typed copy: the record is 8-byte aligned, so the words holding
@@ -578,6 +658,68 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 		return false;
 	nt_fill_ct(skb, e);
 	nt_fill_dev(dev, e);
+	return true;
+}
+
+/* Entry state of a kprobe/kretprobe pair. kretprobes have no arguments, and
+ * the entry cannot be keyed by pid_tgid: it is 0 for every softirq, so two
+ * CPUs' softirqs or a softirq nested in a process's call would overwrite each
+ * other. Instead each CPU keeps a stack of open calls: a softirq that
+ * interrupts a call on this CPU returns before the call it interrupted, so
+ * calls end in the reverse order they began (LIFO). */
+#define NT_CALL_DEPTH 8
+
+struct nt_call {
+	__u64 obj;   /* the object the call is about (skb, socket) */
+	__u64 aux;   /* a second argument (namespace, socket) */
+	__u32 v[4];  /* per-probe values taken at entry */
+};
+
+struct nt_call_stack {
+	__u32 depth;
+	__u32 _pad;
+	struct nt_call calls[NT_CALL_DEPTH];
+};
+
+#define NT_CALL_STACK(name)                                   \
+	struct {                                              \
+		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);      \
+		__uint(max_entries, 1);                       \
+		__type(key, __u32);                           \
+		__type(value, struct nt_call_stack);          \
+	} name SEC(".maps")
+
+static __always_inline void nt_call_push(void *stacks, const struct nt_call *c)
+{
+	__u32 key = 0;
+	struct nt_call_stack *s = bpf_map_lookup_elem(stacks, &key);
+	__u32 d;
+
+	if (!s)
+		return;
+	d = s->depth;
+	/* A deeper nesting than NT_CALL_DEPTH is not possible for these
+	 * functions; counting it keeps the pops balanced if it happens. The
+	 * masked index is for the verifier, which needs a bound it can see. */
+	if (d < NT_CALL_DEPTH)
+		s->calls[d & (NT_CALL_DEPTH - 1)] = *c;
+	s->depth = d + 1;
+}
+
+/* Pops the innermost open call into c; false when there is none or it
+ * was not recorded. */
+static __always_inline bool nt_call_pop(void *stacks, struct nt_call *c)
+{
+	__u32 key = 0;
+	struct nt_call_stack *s = bpf_map_lookup_elem(stacks, &key);
+	__u32 d;
+
+	if (!s || s->depth == 0)
+		return false;
+	d = --s->depth;
+	if (d >= NT_CALL_DEPTH)
+		return false;
+	*c = s->calls[d & (NT_CALL_DEPTH - 1)];
 	return true;
 }
 

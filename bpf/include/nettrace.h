@@ -60,6 +60,8 @@ enum nt_syn_outcome {
 	NT_SYN_DROP_ACCEPT_QUEUE = 2,  /* accept queue was full */
 	NT_SYN_DROP_SYN_QUEUE = 3,     /* SYN queue was full (or a syncookie was sent) */
 	NT_SYN_DROP_OTHER = 4,         /* PAWS, LSM, memory: no request was created */
+	NT_SYN_DROP_LISTEN_DROPS = 5,  /* user space only: ListenDrops moved, cause unknown */
+	NT_SYN_DROP_UNANSWERED = 6,    /* consumed by a listener without a SYN-ACK; its queues unknown */
 };
 
 struct nt_tuple {
@@ -133,12 +135,12 @@ struct nt_tcp {
 	__u8 oldstate;
 	__u8 newstate;
 	__u8 _pad[6];
-	__u64 sk;
+	__u64 cookie; /* bpf_get_socket_cookie: never reused, unlike the address */
 };
 
 struct nt_event {
 	__u64 ts;  /* bpf_ktime_get_ns */
-	__u64 skb; /* skb address: identity of one packet while it lives */
+	__u64 skb; /* skb address (see skb_seen) */
 	__u32 netns;
 	__u32 ifindex;
 	__u8 point;
@@ -159,6 +161,11 @@ struct nt_event {
 		struct nt_drop drop;
 		struct nt_tcp tcp;
 	} u;
+	/* When this skb address was first seen holding this packet: with skb,
+	 * the packet's identity. The kernel recycles an skb address as soon as
+	 * the packet is freed, so the address alone names many packets. Last in
+	 * the record so that recordings made before it decode with it zero. */
+	__u64 skb_seen;
 };
 
 /* One instruction of the in-kernel filter: a postfix program over a bit stack. */

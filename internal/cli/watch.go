@@ -288,7 +288,7 @@ func (r *watchRun) loop() error {
 	}
 	var rec ringbuf.Record
 	var ev event.Event
-	lastRescan := time.Now()
+	lastRescan, lastJudged := time.Now(), time.Now()
 	stopping := false
 	for {
 		if !stopping {
@@ -318,6 +318,11 @@ func (r *watchRun) loop() error {
 			r.p.event(&ev)
 			if r.syn != nil {
 				r.syn.Observe(&ev, r.p.event)
+				// Judged on a clock: a busy ring buffer is never idle.
+				if time.Since(lastJudged) >= tick {
+					r.syn.Expire(false, r.p.event)
+					lastJudged = time.Now()
+				}
 			}
 			if r.p.err != nil {
 				return r.p.err
@@ -331,6 +336,7 @@ func (r *watchRun) loop() error {
 		}
 		if r.syn != nil {
 			r.syn.Expire(stopping, r.p.event)
+			lastJudged = time.Now()
 		}
 		if stopping {
 			return r.p.err

@@ -69,3 +69,14 @@ func (s *Symbols) Name(addr uint64) string {
 	}
 	return fmt.Sprintf("%s+%#x", s.names[i], addr-s.addrs[i])
 }
+
+// Range returns the text range of a function: its address up to the next
+// symbol's. ok is false when it is unknown or its address is unreadable.
+func (s *Symbols) Range(name string) (start, end uint64, ok bool) {
+	for i, n := range s.names {
+		if n == name && i+1 < len(s.addrs) {
+			return s.addrs[i], s.addrs[i+1], true
+		}
+	}
+	return 0, 0, false
+}

@@ -64,7 +64,8 @@ func (s Status) Active() bool { return s.Method != "" }
 
 // sharedMaps are created once and handed to every object: one ring buffer,
 // one set of followed packets and conntrack entries.
-var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking"}
+var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking",
+	"skb_ids", "synack_slots", "listeners"}
 
 // Tracer is the attached set of observation points.
 type Tracer struct {
@@ -194,7 +195,56 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 			return err
 		}
 	}
+	// The syn object's listener function range, where this kernel has it.
+	if _, ok := spec.Variables["listen_fn_start"]; ok {
+		start, end, _ := t.syms.Range(listenFunc)
+		if err := set("listen_fn_start", start); err != nil {
+			return err
+		}
+		return set("listen_fn_end", end)
+	}
 	return nil
+}
+
+// listenFunc is where a SYN handed to a listener is consumed, whether it
+// was queued or dropped.
+const listenFunc = "tcp_rcv_state_process"
+
+// synConsumeUsable says whether the syn point's tracepoint method can tell
+// a queued SYN from a dropped one here: it needs consume_skb's location
+// argument, the address of the listener function, and the nat point's
+// netfilter programs, which note each SYN-ACK at OUTPUT.
+func (t *Tracer) synConsumeUsable() error {
+	if _, _, ok := t.syms.Range(listenFunc); !ok {
+		return fmt.Errorf("the address of %s is not readable in /proc/kallsyms", listenFunc)
+	}
+	if !tracepointHasArgs("consume_skb", 2) {
+		return errors.New("consume_skb has no location argument on this kernel (Linux 6.3+)")
+	}
+	if t.Status("nat").Method != MethodNetfilter {
+		return errors.New("needs the nat point's netfilter programs to see SYN-ACKs at OUTPUT")
+	}
+	return nil
+}
+
+// tracepointHasArgs says whether a BTF tracepoint passes at least n
+// arguments (its btf_trace_ typedef's prototype has a context pointer
+// first).
+func tracepointHasArgs(name string, n int) bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_"+name, &td); err != nil {
+		return false
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return false
+	}
+	proto, ok := ptr.Target.(*btf.FuncProto)
+	return ok && len(proto.Params) >= n+1
 }
 
 func (t *Tracer) attachPoint(p pointDef) Status {
@@ -250,6 +300,11 @@ func (t *Tracer) resolve(m Method, p program) (string, string, error) {
 }
 
 func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, string, error) {
+	if m.requires != nil {
+		if err := m.requires(t); err != nil {
+			return "", "", err
+		}
+	}
 	switch m.method {
 	case MethodKprobe:
 		if !t.facts.Kprobes {

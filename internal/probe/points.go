@@ -35,6 +35,9 @@ type program struct {
 type methodDef struct {
 	method   Method
 	programs []program
+	// requires says why the method cannot work here, given the points
+	// attached before it (nil: it can).
+	requires func(t *Tracer) error
 }
 
 type pointDef struct {
@@ -81,6 +84,8 @@ var points = []pointDef{
 	{name: "syn", load: loadSyn, methods: []methodDef{
 		hooked(MethodFentry, []string{"tcp_conn_request"}, "syn_fentry", "syn_fexit"),
 		hooked(MethodKprobe, []string{"tcp_conn_request"}, "syn_kprobe", "syn_kretprobe"),
+		{method: MethodTpBTF, programs: []program{{name: "syn_consume", candidates: []string{"consume_skb"}}},
+			requires: (*Tracer).synConsumeUsable},
 		{method: MethodUser},
 	}},
 	{name: "drop", load: loadDrop, methods: []methodDef{

@@ -156,9 +156,10 @@ func (w *Watcher) Expire(flush bool, emit func(*event.Event)) {
 			if !ok {
 				continue // no listener: the kernel resets, the tcp point shows it
 			}
+			// The SYN's own time: the judgement is about that packet, and
+			// its flow is still open (Grace is well under the flow idle time).
 			e := p.ev
 			e.Point, e.Kind = event.PointSYN, event.KindSYN
-			e.Time += uint64(now.Sub(p.seen))
 			e.SYN = event.SYN{
 				Listener:     netip.AddrPortFrom(k.t.Dst, k.t.Dport),
 				AcceptQueue:  l.RQueue,

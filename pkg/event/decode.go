@@ -7,7 +7,7 @@ import (
 )
 
 // RecordSize is the size of one kernel record (sizeof(struct nt_event)).
-const RecordSize = 176
+const RecordSize = 184
 
 // Offsets within struct nt_event; a test in internal/probe checks them
 // against the layout bpf2go generated from the C header.
@@ -27,6 +27,7 @@ const (
 	offInner   = 64
 	offCT      = 80
 	offPayload = 136
+	offSkbSeen = 176
 	tupleSize  = 16
 )
 
@@ -57,6 +58,7 @@ func Decode(b []byte, e *Event) error {
 	*e = Event{
 		Time:    le.Uint64(b[offTime:]),
 		Skb:     le.Uint64(b[offSkb:]),
+		SkbSeen: le.Uint64(b[offSkbSeen:]),
 		Netns:   le.Uint32(b[offNetns:]),
 		Ifindex: le.Uint32(b[offIfindex:]),
 		Point:   Point(b[offPoint]),
@@ -83,7 +85,7 @@ func Decode(b []byte, e *Event) error {
 		decodeTuple(ct[24:], &e.CT.Orig)
 		decodeTuple(ct[24+tupleSize:], &e.CT.Reply)
 	}
-	p := b[offPayload:RecordSize]
+	p := b[offPayload:offSkbSeen]
 	switch e.Point {
 	case PointNAT:
 		if e.Flags&FlagPre != 0 {
@@ -117,7 +119,7 @@ func Decode(b []byte, e *Event) error {
 	case PointTCP:
 		e.TCP.OldState = p[0]
 		e.TCP.NewState = p[1]
-		e.TCP.Sock = le.Uint64(p[8:])
+		e.TCP.Cookie = le.Uint64(p[8:])
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ func Encode(e *Event, dst []byte) int {
 	clear(b)
 	le.PutUint64(b[offTime:], e.Time)
 	le.PutUint64(b[offSkb:], e.Skb)
+	le.PutUint64(b[offSkbSeen:], e.SkbSeen)
 	le.PutUint32(b[offNetns:], e.Netns)
 	le.PutUint32(b[offIfindex:], e.Ifindex)
 	b[offPoint], b[offKind], b[offHook], b[offFlags] = byte(e.Point), byte(e.Kind), byte(e.Hook), e.Flags
@@ -31,7 +32,7 @@ func Encode(e *Event, dst []byte) int {
 		encodeTuple(ct[24:], &e.CT.Orig)
 		encodeTuple(ct[24+tupleSize:], &e.CT.Reply)
 	}
-	p := b[offPayload:RecordSize]
+	p := b[offPayload:offSkbSeen]
 	switch e.Point {
 	case PointNAT:
 		if e.Flags&FlagPre != 0 {
@@ -65,7 +66,7 @@ func Encode(e *Event, dst []byte) int {
 		le.PutUint32(p[8:], e.Drop.Reason)
 	case PointTCP:
 		p[0], p[1] = e.TCP.OldState, e.TCP.NewState
-		le.PutUint64(p[8:], e.TCP.Sock)
+		le.PutUint64(p[8:], e.TCP.Cookie)
 	}
 	return RecordSize + copy(dst[RecordSize:], e.Packet)
 }

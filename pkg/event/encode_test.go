@@ -36,7 +36,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	drop.Point, drop.Drop = PointDrop, Drop{Location: 0xffffffff81000000, Reason: 31}
 	cases["drop"] = drop
 	tcp := base
-	tcp.Point, tcp.TCP, tcp.Packet = PointTCP, TCP{OldState: 2, NewState: 7, Sock: 0xffff8880}, nil
+	tcp.Point, tcp.TCP, tcp.Packet = PointTCP, TCP{OldState: 2, NewState: 7, Cookie: 0xffff8880}, nil
 	cases["tcp, no packet"] = tcp
 	for name, e := range cases {
 		buf := make([]byte, RecordSize+len(e.Packet))

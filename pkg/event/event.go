@@ -119,6 +119,12 @@ type Tuple struct {
 	TCPFlags uint8
 }
 
+// Multicast says whether the packet goes to a group or to everyone: such a
+// packet has no reply, and no connection joins it to another.
+func (t Tuple) Multicast() bool {
+	return t.Dst.IsMulticast() || t.Dst == netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
 // Reverse returns the tuple of the packet going the other way.
 func (t Tuple) Reverse() Tuple {
 	return Tuple{Src: t.Dst, Dst: t.Src, Sport: t.Dport, Dport: t.Sport, Proto: t.Proto}
@@ -135,8 +141,19 @@ type Conntrack struct {
 	Reply  Tuple
 }
 
+// ctInfoUntracked is IP_CT_UNTRACKED: the packet is exempt from tracking
+// and _nfct points at a shared placeholder entry.
+const ctInfoUntracked = 7
+
 // IsReply says whether the packet travels in the reply direction.
-func (c Conntrack) IsReply() bool { return c.Info >= 3 && c.Info != 7 }
+func (c Conntrack) IsReply() bool { return c.Info >= 3 && c.Info != ctInfoUntracked }
+
+// Identifies says whether the entry names one connection: a template
+// (attached by the raw table's CT target before tracking) and the
+// untracked placeholder are shared by many.
+func (c Conntrack) Identifies() bool {
+	return c.ID != 0 && c.Info != ctInfoUntracked && c.Status&CTTemplate == 0
+}
 
 // NAT is the payload of a nat event.
 type NAT struct {
@@ -173,12 +190,14 @@ const (
 	SYNDropSYNQueue    SYNOutcome = 3
 	SYNDropOther       SYNOutcome = 4
 	SYNDropListenDrops SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
+	SYNDropUnanswered  SYNOutcome = 6 // consumed by the listener without a SYN-ACK, queues unknown
 )
 
 var synOutcomeNames = map[SYNOutcome]string{
 	SYNQueued: "queued", SYNDropAcceptQueue: "dropped: accept queue full",
 	SYNDropSYNQueue: "dropped: SYN queue full", SYNDropOther: "dropped: no request created (PAWS, LSM or memory)",
 	SYNDropListenDrops: "dropped by the listener (ListenDrops)",
+	SYNDropUnanswered:  "dropped by the listener (no SYN-ACK)",
 }
 
 func (o SYNOutcome) String() string {
@@ -212,7 +231,7 @@ type Drop struct {
 type TCP struct {
 	OldState uint8
 	NewState uint8
-	Sock     uint64
+	Cookie   uint64 // the socket's cookie: unique for the life of the kernel
 }
 
 // Name is a kernel device name: fixed size, so decoding does not allocate.
@@ -229,8 +248,13 @@ func (n Name) String() string {
 
 // Event is one observation of one packet (or socket) in the kernel.
 type Event struct {
-	Time    uint64 // CLOCK_MONOTONIC nanoseconds
-	Skb     uint64 // packet identity while the packet lives
+	Time uint64 // CLOCK_MONOTONIC nanoseconds
+	// Skb is the packet's skb address and SkbSeen when that address was
+	// first seen holding it: together, the packet's identity. The address
+	// alone is recycled as soon as the packet is freed. SkbSeen is zero in
+	// recordings made before it existed.
+	Skb     uint64
+	SkbSeen uint64
 	Netns   uint32 // network namespace inode
 	Ifindex uint32
 	Point   Point

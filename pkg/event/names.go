@@ -16,6 +16,7 @@ const (
 	CTSrcNATDone   CTStatus = 1 << 7
 	CTDstNATDone   CTStatus = 1 << 8
 	CTDying        CTStatus = 1 << 9
+	CTTemplate     CTStatus = 1 << 11
 	ctStatusBitMax          = 16
 )
 

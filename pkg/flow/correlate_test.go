@@ -46,7 +46,7 @@ func TestCorrelation(t *testing.T) {
 	natNoCT := []event.Event{
 		fixture.NAT(&s, 0x3, "n1", event.HookOutput, vip, a, nil),
 		fixture.Dev(&s, 0x3, "n1/eth0", event.KindDevTx, a),
-		fixture.Dev(&s, 0x4, "n2/eth0", event.KindDevTx, a.Reverse()), // the reply, by tuple only
+		fixture.Dev(&s, 0x4, "n1/eth0", event.KindDevRx, a.Reverse()), // the reply, by tuple only
 	}
 	ct := fixture.CT(0xc, vip, a.Reverse(), event.CTDstNAT, true)
 	replyByCT := []event.Event{

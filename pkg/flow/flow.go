@@ -17,7 +17,8 @@ type Packet struct {
 	Skb    uint64
 	Events []event.Event
 
-	epoch uint32 // which use of the skb address this packet is
+	seen  uint64 // when the kernel first saw the skb address holding it
+	epoch uint32 // which use of the skb identity this packet is
 }
 
 // First is the packet's first event.
@@ -51,6 +52,7 @@ type Flow struct {
 	Unkept uint64
 
 	keys []key
+	conn connState
 	// prev and next link flows by last activity, oldest first, so that
 	// expiry and eviction never scan every flow.
 	prev, next *Flow
@@ -129,7 +131,7 @@ func (b byTime) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
 func (f *Flow) Clone() *Flow {
 	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Socket: append([]event.Event(nil), f.Socket...), Unkept: f.Unkept}
 	for _, p := range f.Packets {
-		c.Packets = append(c.Packets, &Packet{Skb: p.Skb, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)})
+		c.Packets = append(c.Packets, &Packet{Skb: p.Skb, seen: p.seen, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)})
 	}
 	return c
 }

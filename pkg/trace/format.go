@@ -28,8 +28,13 @@ import (
 // follows, so text-mode transfers and pcap files are told apart at once.
 var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 
-// Version is the format version this package writes and reads.
-const Version = 1
+// Version is the format version this package writes. Version 2 added the
+// packet's first-seen time (event.Event.SkbSeen) as the kernel record's last
+// word; version 1 records decode with it zero, so both are read.
+const Version = 2
+
+// oldestVersion is the oldest format version this package reads.
+const oldestVersion = 1
 
 const headerSize = 12
 

@@ -60,7 +60,7 @@ func NewReader(name string, rd io.Reader) (*Reader, error) {
 	case err != nil:
 		return nil, r.errorf(int64(n), "too short for a nettrace recording header (%d bytes)", n)
 	}
-	if v := binary.LittleEndian.Uint16(hdr[8:]); v != Version {
+	if v := binary.LittleEndian.Uint16(hdr[8:]); v < oldestVersion || v > Version {
 		if v > Version {
 			return nil, r.errorf(8, "format version %d is newer than this nettrace reads (%d): replay it with a newer nettrace", v, Version)
 		}

@@ -79,8 +79,8 @@ func (s *Stream) rebase(i int, e *event.Event) {
 	if e.CT.ID != 0 {
 		e.CT.ID ^= salt(i)
 	}
-	if e.TCP.Sock != 0 {
-		e.TCP.Sock ^= salt(i)
+	if e.TCP.Cookie != 0 {
+		e.TCP.Cookie ^= salt(i)
 	}
 	if e.Point == event.PointDrop {
 		k := [2]uint32{uint32(i), e.Drop.Reason}

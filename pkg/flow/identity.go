@@ -1,0 +1,371 @@
+package flow
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// The identities a flow is known by. The kernel recycles the address of an
+// skb, a conntrack entry or a socket as soon as the object dies, so no key
+// is a bare address: a packet is its skb address and the time that address
+// was first seen holding it (and an epoch, for frees the kernel did not
+// report); a conntrack entry is its address, its original tuple and zone; a
+// socket is its cookie, which is never reused; a tuple belongs to a network
+// namespace.
+
+type keyKind uint8
+
+const (
+	keySkb keyKind = iota + 1
+	keyCT
+	keyTuple
+	keySock
+)
+
+// key identifies something a flow is known by. It holds no pointer, so the
+// maps keyed by it cost the garbage collector nothing to scan.
+type key struct {
+	id    uint64 // skb or conntrack address, socket cookie
+	aux   uint64 // skb: first-seen time; conntrack: its original tuple and zone
+	a, b  uint64 // tuple endpoints: IPv4 address << 16 | port
+	netns uint32
+	epoch uint32
+	kind  keyKind
+	proto uint8
+}
+
+func endpoint(a netip.Addr, port uint16) uint64 {
+	v := a.As4()
+	return uint64(v[0])<<40 | uint64(v[1])<<32 | uint64(v[2])<<24 | uint64(v[3])<<16 | uint64(port)
+}
+
+// tupleKey is a connection's tuple in one namespace, both directions alike.
+func tupleKey(netns uint32, t event.Tuple) key {
+	a, b := endpoint(t.Src, t.Sport), endpoint(t.Dst, t.Dport)
+	if b < a {
+		a, b = b, a
+	}
+	return key{kind: keyTuple, netns: netns, proto: t.Proto, a: a, b: b}
+}
+
+// ctKey is a conntrack entry: its address while it holds this original
+// tuple in this zone. An entry freed and reallocated for another
+// connection gets another key.
+func ctKey(ct *event.Conntrack) key {
+	o := ct.Orig
+	return key{kind: keyCT, id: ct.ID, aux: uint64(ct.Zone)<<32 | uint64(o.Sport)<<16 | uint64(o.Dport),
+		a: endpoint(o.Src, uint16(o.Proto)), b: endpoint(o.Dst, 0)}
+}
+
+// skbID is a packet's kernel identity: its address and when the kernel
+// first saw that address holding it (zero in old recordings).
+type skbID struct {
+	addr, seen uint64
+}
+
+// skbState tells whether the next event of an skb identity is the same
+// packet when the kernel did not see it freed (a free without a
+// tracepoint, or a recording without identities): the tuples the packet
+// has had (NAT and encapsulation add to them), the stages it passed, when
+// it was last seen, and whether a drop was reported.
+type skbState struct {
+	epoch  uint32
+	last   uint64
+	freed  bool
+	tuples [6]key
+	n      int
+	stages [24]stage
+	ns     int
+}
+
+// stage is a place a packet passes once: a point, kind and hook in a
+// namespace and device, for the packet or (inner) its tunnel's packet. A
+// packet seen at a stage it already passed is a new packet at a recycled
+// address.
+type stage struct {
+	netns, ifindex uint32
+	code           uint32
+}
+
+func stageOf(e *event.Event) stage {
+	code := uint32(e.Point)<<16 | uint32(e.Kind)<<8 | uint32(e.Hook)<<1
+	if e.HasInner() {
+		code |= 1
+	}
+	return stage{netns: e.Netns, ifindex: e.Ifindex, code: code}
+}
+
+// pass records a stage; false when the packet already passed it, or
+// passed more stages than a packet crossing a host does.
+func (s *skbState) pass(st stage) bool {
+	for i := 0; i < s.ns; i++ {
+		if s.stages[i] == st {
+			return false
+		}
+	}
+	if s.ns == len(s.stages) {
+		return false
+	}
+	s.stages[s.ns] = st
+	s.ns++
+	return true
+}
+
+// knows compares tuples whatever their namespace: a packet crossing a
+// veth keeps its tuple.
+func (s *skbState) knows(k key) bool {
+	k.netns = 0
+	for i := 0; i < s.n; i++ {
+		if s.tuples[i] == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *skbState) learn(k key) {
+	if s.knows(k) {
+		return
+	}
+	k.netns = 0
+	if s.n < len(s.tuples) {
+		s.tuples[s.n] = k
+		s.n++
+		return
+	}
+	copy(s.tuples[:], s.tuples[1:])
+	s.tuples[len(s.tuples)-1] = k
+}
+
+// skbGap is how long an skb may be silent and still be the same packet;
+// packets cross a host in microseconds.
+const skbGap = uint64(time.Second)
+
+// connFacts are what one event says about the connection it belongs to
+// that a packet of another connection would contradict.
+type connFacts struct {
+	isn    uint32 // initial sequence number of a SYN (dir 0) or SYN-ACK (dir 1)
+	isnDir int8   // -1: none
+	ct     ctSeen
+	sock   sockSeen
+}
+
+type ctSeen struct {
+	netns uint32
+	k     key
+}
+
+type sockSeen struct {
+	netns  uint32
+	local  uint64 // the socket's local endpoint
+	cookie uint64
+}
+
+// connState is what makes a flow one connection: at most one initial
+// sequence number per direction, one conntrack entry per namespace and
+// one socket per local endpoint and namespace.
+type connState struct {
+	isn    [2]uint32
+	hasISN [2]bool
+	cts    [4]ctSeen
+	nct    uint8
+	socks  [2]sockSeen
+	nsock  uint8
+}
+
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpACK = 0x10
+)
+
+// factsOf reads the connection facts of an event.
+func factsOf(e *event.Event, pt event.Tuple) connFacts {
+	f := connFacts{isnDir: -1}
+	if pt.Proto == event.ProtoTCP && pt.TCPFlags&tcpSYN != 0 && e.Point != event.PointTCP {
+		if seq, ok := tcpSeq(e.Packet, e.HasInner()); ok {
+			f.isn = seq
+			f.isnDir = 0
+			if pt.TCPFlags&tcpACK != 0 {
+				f.isnDir = 1
+			}
+		}
+	}
+	if e.HasCT() && !e.HasInner() && e.CT.Identifies() && !pt.Multicast() {
+		f.ct = ctSeen{netns: e.Netns, k: ctKey(&e.CT)}
+	}
+	if e.Point == event.PointTCP && e.TCP.Cookie != 0 && e.Kind == event.KindTCPState {
+		f.sock = sockSeen{netns: e.Netns, local: endpoint(e.Tuple.Src, e.Tuple.Sport), cookie: e.TCP.Cookie}
+	}
+	return f
+}
+
+// agrees says whether an event with facts f can belong to the flow's
+// connection.
+func (s *connState) agrees(f *connFacts) bool {
+	if f.isnDir >= 0 && s.hasISN[f.isnDir] && s.isn[f.isnDir] != f.isn {
+		return false
+	}
+	if f.ct.k.kind != 0 {
+		for _, c := range s.cts[:s.nct] {
+			if c.netns == f.ct.netns && c.k != f.ct.k {
+				return false
+			}
+		}
+	}
+	if f.sock.cookie != 0 {
+		for _, k := range s.socks[:s.nsock] {
+			if k.netns == f.sock.netns && k.local == f.sock.local && k.cookie != f.sock.cookie {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compatible says whether two flows can be one connection.
+func (s *connState) compatible(o *connState) bool {
+	for d := range s.isn {
+		if s.hasISN[d] && o.hasISN[d] && s.isn[d] != o.isn[d] {
+			return false
+		}
+	}
+	for _, c := range o.cts[:o.nct] {
+		if !s.agrees(&connFacts{isnDir: -1, ct: c}) {
+			return false
+		}
+	}
+	for _, k := range o.socks[:o.nsock] {
+		if !s.agrees(&connFacts{isnDir: -1, sock: k}) {
+			return false
+		}
+	}
+	return true
+}
+
+// add records facts the flow now holds.
+func (s *connState) add(f *connFacts) {
+	if f.isnDir >= 0 && !s.hasISN[f.isnDir] {
+		s.isn[f.isnDir], s.hasISN[f.isnDir] = f.isn, true
+	}
+	if f.ct.k.kind != 0 && s.nct < uint8(len(s.cts)) && !s.hasCT(f.ct) {
+		s.cts[s.nct] = f.ct
+		s.nct++
+	}
+	if f.sock.cookie != 0 && s.nsock < uint8(len(s.socks)) && !s.hasSock(f.sock) {
+		s.socks[s.nsock] = f.sock
+		s.nsock++
+	}
+}
+
+func (s *connState) hasCT(c ctSeen) bool {
+	for _, x := range s.cts[:s.nct] {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *connState) hasSock(k sockSeen) bool {
+	for _, x := range s.socks[:s.nsock] {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// merge adds another flow's facts.
+func (s *connState) merge(o *connState) {
+	for d := range o.isn {
+		if o.hasISN[d] {
+			s.add(&connFacts{isnDir: int8(d), isn: o.isn[d]})
+		}
+	}
+	for _, c := range o.cts[:o.nct] {
+		s.add(&connFacts{isnDir: -1, ct: c})
+	}
+	for _, k := range o.socks[:o.nsock] {
+		s.add(&connFacts{isnDir: -1, sock: k})
+	}
+}
+
+// ipHeader returns the IPv4 header length and protocol of a packet prefix.
+func ipHeader(b []byte) (int, uint8, bool) {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return 0, 0, false
+	}
+	hl := int(b[0]&0x0f) * 4
+	return hl, b[9], hl >= 20 && len(b) >= hl
+}
+
+// vxlanInner is where the inner IPv4 header starts in an encapsulated
+// packet: outer IP, UDP (8), vxlan (8), Ethernet (14).
+func vxlanInner(b []byte) []byte {
+	hl, _, ok := ipHeader(b)
+	if !ok || len(b) < hl+30 {
+		return nil
+	}
+	return b[hl+30:]
+}
+
+// tcpSeq reads the sequence number of a TCP segment from the packet's
+// first bytes (the inner packet's, for an encapsulated one).
+func tcpSeq(pkt []byte, inner bool) (uint32, bool) {
+	if inner {
+		pkt = vxlanInner(pkt)
+	}
+	hl, proto, ok := ipHeader(pkt)
+	if !ok || proto != event.ProtoTCP || len(pkt) < hl+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(pkt[hl+4:]), true
+}
+
+// ICMP error types that quote the packet they are about.
+const (
+	icmpUnreachable   = 3
+	icmpTimeExceeded  = 11
+	icmpParamProblem  = 12
+	icmpErrorQuoteOff = 8 // the quoted IP header follows the ICMP header
+)
+
+// quotedTuple returns the tuple of the packet an ICMP error is about, from
+// the header it quotes.
+func quotedTuple(e *event.Event) (event.Tuple, bool) {
+	t := e.Tuple
+	if e.HasInner() {
+		t = e.Inner
+	}
+	if t.Proto != event.ProtoICMP {
+		return event.Tuple{}, false
+	}
+	switch t.Sport >> 8 {
+	case icmpUnreachable, icmpTimeExceeded, icmpParamProblem:
+	default:
+		return event.Tuple{}, false
+	}
+	pkt := e.Packet
+	if e.HasInner() {
+		pkt = vxlanInner(pkt)
+	}
+	hl, _, ok := ipHeader(pkt)
+	if !ok || len(pkt) < hl+icmpErrorQuoteOff {
+		return event.Tuple{}, false
+	}
+	q := pkt[hl+icmpErrorQuoteOff:]
+	qhl, proto, ok := ipHeader(q)
+	if !ok {
+		return event.Tuple{}, false
+	}
+	qt := event.Tuple{Src: netip.AddrFrom4([4]byte(q[12:16])), Dst: netip.AddrFrom4([4]byte(q[16:20])), Proto: proto}
+	if (proto == event.ProtoTCP || proto == event.ProtoUDP) && len(q) >= qhl+4 {
+		qt.Sport = binary.BigEndian.Uint16(q[qhl:])
+		qt.Dport = binary.BigEndian.Uint16(q[qhl+2:])
+	}
+	return qt, true
+}
