@@ -54,7 +54,12 @@ type Correlator struct {
 	// oldest and newest end the list of flows by last activity.
 	oldest, newest *Flow
 	nextID         uint64
-	now            uint64
+	// epochs numbers the packets seen at one skb identity. It is never
+	// reset, so that a packet whose state was forgotten (its flow ended,
+	// or it came past the packet cap) never shares a key with a packet
+	// seen before it at the same identity.
+	epochs uint32
+	now    uint64
 	stats          Stats
 }
 
@@ -149,7 +154,7 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 		!st.pass(stageOf(e)) {
 		// A freed, long-silent or unrelated packet at the same identity:
 		// the address was recycled and the free not seen.
-		*st = skbState{epoch: st.epoch + 1}
+		*st = skbState{epoch: c.newEpoch()}
 	}
 	if st.ns == 0 {
 		st.pass(stageOf(e))
@@ -166,6 +171,11 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 		st.freed = true
 	}
 	return key{kind: keySkb, id: e.Skb, aux: e.SkbSeen, epoch: st.epoch}
+}
+
+func (c *Correlator) newEpoch() uint32 {
+	c.epochs++
+	return c.epochs
 }
 
 // connTuple is the tuple that names the connection an event is about: the

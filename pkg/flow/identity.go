@@ -42,8 +42,18 @@ func endpoint(a netip.Addr, port uint16) uint64 {
 	return uint64(v[0])<<40 | uint64(v[1])<<32 | uint64(v[2])<<24 | uint64(v[3])<<16 | uint64(port)
 }
 
+// ICMP echo types: a request and its reply share the echo id (Dport) but
+// not the type (Sport).
+const (
+	icmpEchoReply   = 0
+	icmpEchoRequest = 8
+)
+
 // tupleKey is a connection's tuple in one namespace, both directions alike.
 func tupleKey(netns uint32, t event.Tuple) key {
+	if t.Proto == event.ProtoICMP && (t.Sport>>8 == icmpEchoRequest || t.Sport>>8 == icmpEchoReply) {
+		t.Sport = t.Dport
+	}
 	a, b := endpoint(t.Src, t.Sport), endpoint(t.Dst, t.Dport)
 	if b < a {
 		a, b = b, a

@@ -81,10 +81,10 @@ func (c *Correlator) newSkbState() *skbState {
 	if n := len(c.freeSkbs); n > 0 {
 		st := c.freeSkbs[n-1]
 		c.freeSkbs = c.freeSkbs[:n-1]
-		*st = skbState{}
+		*st = skbState{epoch: c.newEpoch()}
 		return st
 	}
-	return &skbState{}
+	return &skbState{epoch: c.newEpoch()}
 }
 
 func (c *Correlator) newFlow() *Flow {

@@ -125,7 +125,9 @@ func cluster() [][]string {
 			ipn(n.ns, "link", "set", "flannel.1", "address", n.vtepMAC),
 			ipn(n.ns, "addr", "add", n.vtepAddr+"/32", "dev", "flannel.1"),
 			ipn(n.ns, "link", "set", "flannel.1", "up"),
-			ipn(n.ns, "link", "add", "cni0", "type", "bridge"),
+			// The querier makes the bridge send IGMP queries, as a busy
+			// node's bridges do.
+			ipn(n.ns, "link", "add", "cni0", "type", "bridge", "mcast_querier", "1"),
 			ipn(n.ns, "addr", "add", n.bridgeIP+"/24", "dev", "cni0"),
 			ipn(n.ns, "link", "set", "cni0", "up"),
 		)

@@ -56,7 +56,9 @@ func (s *Scenario) pod(name string) Pod {
 	panic("lab: scenario " + s.Name + " has no pod " + name)
 }
 
-var basePods = []Pod{{"p1", 1, Pod1IP}, {"p2", 2, Pod2IP}}
+// basePods are in every scenario: the two pods incidents involve and q1,
+// which only makes background traffic (Noise).
+var basePods = []Pod{{"p1", 1, Pod1IP}, {"p2", 2, Pod2IP}, noisePod}
 
 // node2Rules is node 2's nat table: kube-proxy and flannel, no services
 // of interest.

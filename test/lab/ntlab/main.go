@@ -3,10 +3,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
@@ -15,6 +18,9 @@ func usage() {
 	fmt.Fprintf(os.Stderr, `usage:
   ntlab up SCENARIO        build the lab for SCENARIO (replacing any lab up)
   ntlab traffic SCENARIO   drive the scenario's clients, print what they saw
+  ntlab noise [DURATION [CONNS]]
+                           background traffic between the lab's pods
+                           (default 3s and 400 TCP connections)
   ntlab down               remove every lab namespace and server
   ntlab list               list the scenarios
 
@@ -66,6 +72,28 @@ func run(cmd string, args []string) error {
 		for _, o := range outs {
 			fmt.Println(o)
 		}
+		return nil
+	case "noise":
+		cfg := lab.DefaultNoise
+		if len(args) > 0 {
+			d, err := time.ParseDuration(args[0])
+			if err != nil {
+				return fmt.Errorf("noise duration: %w", err)
+			}
+			cfg.Duration = d
+		}
+		if len(args) > 1 {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n <= 0 {
+				return fmt.Errorf("noise connections: %q is not a positive number", args[1])
+			}
+			cfg.MaxConns = n
+		}
+		rep, err := lab.Noise(context.Background(), cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Println("noise:", rep)
 		return nil
 	case "down":
 		return lab.Down()

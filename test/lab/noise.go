@@ -1,0 +1,321 @@
+package lab
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+)
+
+// Background traffic: what a busy node carries beside the one connection
+// that fails. It runs between the lab's own pods only, bounded in time and
+// count.
+const (
+	NoisePodIP     = "10.244.1.50" // q1, a pod on node 1 that only makes noise
+	NoiseServiceIP = "10.96.0.99"  // a ClusterIP in front of p2's noise server
+	NoisePort      = 9000          // TCP servers in p1 and p2
+	NoiseUDPPort   = 9001          // UDP echo in p2
+	// NoiseFixedPort is the source port the reusing clients bind: each of
+	// their connections has the same tuple as the one before it.
+	NoiseFixedPort = 40000
+	noiseMulticast = "224.0.0.251:5353"
+	noiseBroadcast = "10.244.1.255:9999"
+)
+
+var noisePod = Pod{"q1", 1, NoisePodIP}
+
+// NoiseConfig bounds the background traffic.
+type NoiseConfig struct {
+	Duration time.Duration
+	// MaxConns bounds the TCP connections, which are spread over the
+	// duration so that they overlap the scenario's own traffic.
+	MaxConns int
+	// Workers is how many TCP clients run in parallel.
+	Workers int
+}
+
+// DefaultNoise is what the busy-lab tests run beside every scenario.
+var DefaultNoise = NoiseConfig{Duration: 3 * time.Second, MaxConns: 400, Workers: 4}
+
+// NoiseReport counts what the noise did.
+type NoiseReport struct {
+	// TCPConns counts TCP connection attempts to NoisePort (each one
+	// connection, whatever its outcome); TCPFailed those that failed.
+	TCPConns, TCPFailed    int
+	Reused                 int // of TCPConns, from NoiseFixedPort
+	UDPExchanges, Pings    int
+	Multicasts, Broadcasts int
+}
+
+func (r NoiseReport) String() string {
+	return fmt.Sprintf("%d TCP connections (%d reusing source port %d, %d failed), %d UDP exchanges, %d pings, %d multicast and %d broadcast datagrams",
+		r.TCPConns, r.Reused, NoiseFixedPort, r.TCPFailed, r.UDPExchanges, r.Pings, r.Multicasts, r.Broadcasts)
+}
+
+func nsPath(ns string) string { return filepath.Join(netns.RunDir, ns) }
+
+// Noise runs background traffic for cfg.Duration: short TCP connections
+// from q1 to p1 (same node), to p2 (across the tunnel) and to p2 through a
+// ClusterIP, half of them reusing one source port; UDP request/response;
+// ICMP echo; multicast and broadcast datagrams. The lab must be up.
+func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	for _, p := range []Pod{{"p1", 1, Pod1IP}, {"p2", 2, Pod2IP}} {
+		ln, err := listenIn(p.Namespace(), fmt.Sprintf("%s:%d", p.IP, NoisePort))
+		if err != nil {
+			return NoiseReport{}, err
+		}
+		closers = append(closers, ln)
+		go serveNoise(ln)
+	}
+	udp, err := udpEchoIn(Prefix+"p2", fmt.Sprintf("%s:%d", Pod2IP, NoiseUDPPort))
+	if err != nil {
+		return NoiseReport{}, err
+	}
+	closers = append(closers, udp)
+
+	var rep NoiseReport
+	var mu sync.Mutex
+	var conns atomic.Int64
+	var wg sync.WaitGroup
+	pace := cfg.Duration * time.Duration(cfg.Workers) / time.Duration(max(cfg.MaxConns, 1))
+	targets := []string{
+		fmt.Sprintf("%s:%d", Pod1IP, NoisePort),
+		fmt.Sprintf("%s:%d", Pod2IP, NoisePort),
+		fmt.Sprintf("%s:%d", NoiseServiceIP, NoisePort),
+	}
+	for w := 0; w < cfg.Workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			next := time.Now()
+			for i := 0; ctx.Err() == nil; i++ {
+				if conns.Add(1) > int64(cfg.MaxConns) {
+					return
+				}
+				next = next.Add(pace)
+				time.Sleep(time.Until(next))
+				// Worker 0 always reuses its source port, so consecutive
+				// connections share a tuple; the others use ephemeral ports.
+				reuse := w == 0
+				target := targets[(i+w)%len(targets)]
+				if reuse {
+					target = targets[1]
+				}
+				err := noiseConnect(noisePod.Namespace(), target, reuse)
+				mu.Lock()
+				rep.TCPConns++
+				if reuse {
+					rep.Reused++
+				}
+				if err != nil {
+					rep.TCPFailed++
+				}
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n := datagrams(ctx, noisePod.Namespace())
+		mu.Lock()
+		rep.UDPExchanges, rep.Pings, rep.Multicasts, rep.Broadcasts = n[0], n[1], n[2], n[3]
+		mu.Unlock()
+	}()
+	wg.Wait()
+	return rep, nil
+}
+
+func listenIn(ns, addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := netns.Do(nsPath(ns), func() error {
+		var err error
+		ln, err = ListenBacklog(addr, 4096)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("noise server %s in %s: %w", addr, ns, err)
+	}
+	return ln, nil
+}
+
+// serveNoise answers each connection with a line and closes it.
+func serveNoise(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			c.Write([]byte("noise\n"))
+			io.Copy(io.Discard, c)
+			c.Close()
+		}()
+	}
+}
+
+func udpEchoIn(ns, addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := netns.Do(nsPath(ns), func() error {
+		var err error
+		pc, err = net.ListenPacket("udp4", addr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("noise UDP echo %s in %s: %w", addr, ns, err)
+	}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+	return pc, nil
+}
+
+// noiseConnect makes one short connection: connect, read the server's
+// line, close. A reusing client binds NoiseFixedPort and closes with a
+// reset (SO_LINGER 0), so that no TIME_WAIT keeps the tuple from the next
+// connection.
+func noiseConnect(ns, target string, reuse bool) error {
+	var conn net.Conn
+	var derr error
+	err := netns.Do(nsPath(ns), func() error {
+		d := net.Dialer{Timeout: time.Second}
+		if reuse {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(NoisePodIP), Port: NoiseFixedPort}
+			d.Control = func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				c.Control(func(fd uintptr) {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				})
+				return serr
+			}
+		}
+		conn, derr = d.Dial("tcp4", target)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if derr != nil {
+		return derr
+	}
+	defer conn.Close()
+	if reuse {
+		conn.(*net.TCPConn).SetLinger(0)
+	}
+	conn.SetDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 16)
+	_, err = conn.Read(buf)
+	return err
+}
+
+// datagrams sends UDP requests to p2's echo, pings p2, and multicast and
+// broadcast datagrams on node 1's pod bridge, every 20 ms until ctx ends.
+// It returns the counts of each.
+func datagrams(ctx context.Context, ns string) [4]int {
+	var n [4]int
+	var udp, mcast, bcast net.PacketConn
+	var icmp net.PacketConn
+	err := netns.Do(nsPath(ns), func() error {
+		var err error
+		if udp, err = net.ListenPacket("udp4", NoisePodIP+":0"); err != nil {
+			return err
+		}
+		if mcast, err = net.ListenPacket("udp4", NoisePodIP+":0"); err != nil {
+			return err
+		}
+		if bcast, err = broadcastSocket(); err != nil {
+			return err
+		}
+		icmp, err = net.ListenPacket("ip4:icmp", NoisePodIP)
+		return err
+	})
+	for _, c := range []io.Closer{udp, mcast, bcast, icmp} {
+		if c != nil {
+			defer c.Close()
+		}
+	}
+	if err != nil {
+		return n
+	}
+	echo := &net.UDPAddr{IP: net.ParseIP(Pod2IP), Port: NoiseUDPPort}
+	group, _ := net.ResolveUDPAddr("udp4", noiseMulticast)
+	all, _ := net.ResolveUDPAddr("udp4", noiseBroadcast)
+	buf := make([]byte, 64)
+	for seq := uint16(1); ctx.Err() == nil; seq++ {
+		udp.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := udp.WriteTo([]byte("noise"), echo); err == nil {
+			if _, _, err := udp.ReadFrom(buf); err == nil {
+				n[0]++
+			}
+		}
+		if _, err := icmp.WriteTo(echoRequest(0x4e54, seq), &net.IPAddr{IP: net.ParseIP(Pod2IP)}); err == nil {
+			n[1]++
+		}
+		if _, err := mcast.WriteTo([]byte("noise"), group); err == nil {
+			n[2]++
+		}
+		if _, err := bcast.WriteTo([]byte("noise"), all); err == nil {
+			n[3]++
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return n
+}
+
+func broadcastSocket() (net.PacketConn, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+		})
+		return serr
+	}}
+	return lc.ListenPacket(context.Background(), "udp4", NoisePodIP+":0")
+}
+
+// echoRequest builds an ICMP echo request with its checksum.
+func echoRequest(id, seq uint16) []byte {
+	b := make([]byte, 16)
+	b[0] = 8 // echo request
+	binary.BigEndian.PutUint16(b[4:], id)
+	binary.BigEndian.PutUint16(b[6:], seq)
+	copy(b[8:], "nettrace")
+	var sum uint32
+	for i := 0; i < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	binary.BigEndian.PutUint16(b[2:], ^uint16(sum))
+	return b
+}
