@@ -50,9 +50,10 @@ static __always_inline void syn_read_queues(struct sock *sk, struct syn_queues *
 	q->accept_max = BPF_CORE_READ(sk, sk_max_ack_backlog);
 }
 
-/* The device a SYN arrived on. TCP clears skb->dev before the socket
- * handles the packet (it shares the space with the socket's timestamp), but
- * the input route keeps it. */
+/* A device in the listener's namespace. TCP clears skb->dev before the
+ * socket handles the packet (it shares the space with the socket's
+ * timestamp); the input route's device (loopback, for local delivery) is
+ * still in that namespace. */
 static __always_inline struct net_device *syn_dev(struct sk_buff *skb)
 {
 	struct net_device *dev = BPF_CORE_READ(skb, dev);
@@ -81,6 +82,12 @@ static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u
 	nt_init(&e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
 	if (!nt_observe_skb(skb, syn_dev(skb), false, &e, NULL, false, false))
 		return;
+	/* The route's device names the namespace, not the device the SYN came
+	 * in by: leave the device out rather than name the wrong one. */
+	if (!BPF_CORE_READ(skb, dev)) {
+		e.ifindex = 0;
+		e.ifname[0] = 0;
+	}
 	e.u.syn.laddr = e.tuple.daddr;
 	e.u.syn.lport = e.tuple.dport;
 	if (sk) {

@@ -216,7 +216,7 @@ func (w *watch) stop(t *testing.T) trace {
 	}
 	var tr trace
 	sc := bufio.NewScanner(&w.stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		var probe struct{ Type string }
 		if err := json.Unmarshal(sc.Bytes(), &probe); err != nil {
@@ -244,6 +244,9 @@ func (w *watch) stop(t *testing.T) trace {
 		if err != nil {
 			t.Fatalf("bad %s object %q: %v", probe.Type, sc.Text(), err)
 		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read watch output: %v", err)
 	}
 	if tr.summary == nil {
 		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())

@@ -1,7 +1,9 @@
 package test
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,12 +16,27 @@ import (
 // torn down at cleanup.
 type labRun struct {
 	outcomes     []lab.Outcome
+	noise        *lab.NoiseReport // the background traffic, when it ran
 	events       []output.JSONEvent
 	flows        []output.JSONFlow
 	explanations []output.JSONExplanation
+	summary      map[string]any
+}
+
+// runOptions say how a scenario is run and watched.
+type runOptions struct {
+	noise bool // background traffic (lab.Noise) beside the scenario's clients
+	// allNetns watches every namespace of the host (--netns all) rather
+	// than the lab's.
+	allNetns bool
 }
 
 func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun {
+	t.Helper()
+	return runLab(t, name, filter, runOptions{}, watchArgs...)
+}
+
+func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string) labRun {
 	t.Helper()
 	sc, err := lab.Up(name, labBin)
 	t.Cleanup(func() {
@@ -30,25 +47,65 @@ func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun 
 	if err != nil {
 		t.Fatal(err)
 	}
-	recording := filepath.Join(t.TempDir(), name+".ntrace")
-	args := append([]string{"-w", recording}, watchArgs...)
-	for _, ns := range lab.Namespaces() {
-		args = append(args, "--netns", ns)
+	dir := t.TempDir()
+	// NETTRACE_KEEP_RECORDINGS keeps the recordings of failed runs there,
+	// to replay them (nettrace replay) and see what went wrong.
+	if keep := os.Getenv("NETTRACE_KEEP_RECORDINGS"); keep != "" {
+		dir = keep
 	}
-	w := startWatch(t, append(args, filter)...)
+	recording := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".ntrace")
+	t.Cleanup(func() {
+		if !t.Failed() || dir != os.Getenv("NETTRACE_KEEP_RECORDINGS") {
+			os.Remove(recording)
+			return
+		}
+		t.Logf("recording kept: %s", recording)
+	})
+	args := append([]string{"-w", recording}, watchArgs...)
+	if o.allNetns {
+		args = append(args, "--netns", "all")
+	} else {
+		for _, ns := range lab.Namespaces() {
+			args = append(args, "--netns", ns)
+		}
+	}
+	if filter != "" {
+		args = append(args, filter)
+	}
+	w := startWatch(t, args...)
+	var noise *lab.NoiseReport
+	var noiseErr error
+	noiseDone := make(chan struct{})
+	if o.noise {
+		go func() {
+			defer close(noiseDone)
+			var rep lab.NoiseReport
+			rep, noiseErr = lab.Noise(context.Background(), lab.DefaultNoise)
+			noise = &rep
+		}()
+	} else {
+		close(noiseDone)
+	}
 	outs, err := lab.Traffic(sc)
+	<-noiseDone
 	if err != nil {
 		t.Fatal(err)
+	}
+	if noiseErr != nil {
+		t.Fatalf("noise: %v", noiseErr)
 	}
 	tr := w.stop(t)
 	for _, o := range outs {
 		t.Log(o)
 	}
+	if noise != nil {
+		t.Logf("noise: %s", noise)
+	}
 	for _, x := range tr.explanations {
 		t.Logf("%s: %s", x.Rule, x.Summary)
 	}
 	requireSameReplay(t, recording, tr)
-	return labRun{outs, tr.events, tr.flows, tr.explanations}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -147,103 +204,96 @@ func twins(t *testing.T, base string, test func(t *testing.T, name string, healt
 	}
 }
 
-func TestLabSNATMissing(t *testing.T) {
-	twins(t, "snat-missing", func(t *testing.T, name string, healthy bool) {
-		r := runScenario(t, name, "host "+lab.SNATServiceIP)
-		res := r.results()
-		dnat := r.require(t, "the DNAT of the ClusterIP at node 1's OUTPUT", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
-				e.Pre.Dst == lab.SNATServiceIP && e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
-		})
-		if !r.reroutedVia(dnat, "flannel.1") {
-			t.Errorf("no re-route out of flannel.1 after the DNAT (nat out_dev %q)", dnat.OutDev)
-		}
-		post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e)
-		})
-		encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP
-		})
-		if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
-			t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
-		}
-		if got := find(r.events, func(e output.JSONEvent) bool {
-			return e.Point == "vxlan" && inNs(e, lab.NsUnderlay) && e.Kind == "encap"
-		}); len(got) > 0 {
-			t.Errorf("encapsulation claimed by the underlay router, which only forwards it:\n%s", dump(got))
-		}
-		rpfilter := func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == "IP_RPFILTER" && e.Tuple.Src == lab.Pod2IP && e.Dev == "eth0"
-		}
-		if !healthy {
-			if res[lab.TimedOut] != 1 {
-				t.Fatalf("client outcomes %v, want a timeout", res)
-			}
-			if post.Translated || post.Tuple.Src != lab.Node1IP || encap.Inner.Src != lab.Node1IP {
-				t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
-			}
-			r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
-			r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
-				"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
-			return
-		}
-		if res[lab.Connected] != 1 {
-			t.Fatalf("client outcomes %v, want connected", res)
-		}
-		if !post.Translated || post.Tuple.Src != "10.244.1.0" || encap.Inner.Src != "10.244.1.0" {
-			t.Errorf("the SYN should be SNATed to flannel.1's 10.244.1.0: POSTROUTING %+v, inner %+v", post.Tuple, encap.Inner)
-		}
-		r.require(t, "the reply un-DNATed back to the ClusterIP", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.CT != nil && e.CT.Direction == "reply" &&
-				e.Translated && e.Tuple.Src == lab.SNATServiceIP
-		})
-		r.forbid(t, "an rp_filter drop", rpfilter)
-		r.healthy(t)
+func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
+	res := r.results()
+	dnat := r.require(t, "the DNAT of the ClusterIP at node 1's OUTPUT", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
+			e.Pre.Dst == lab.SNATServiceIP && e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
 	})
+	if !r.reroutedVia(dnat, "flannel.1") {
+		t.Errorf("no re-route out of flannel.1 after the DNAT (nat out_dev %q)", dnat.OutDev)
+	}
+	post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e)
+	})
+	encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP
+	})
+	if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
+		t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
+	}
+	if got := find(r.events, func(e output.JSONEvent) bool {
+		return e.Point == "vxlan" && inNs(e, lab.NsUnderlay) && e.Kind == "encap"
+	}); len(got) > 0 {
+		t.Errorf("encapsulation claimed by the underlay router, which only forwards it:\n%s", dump(got))
+	}
+	rpfilter := func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == "IP_RPFILTER" && e.Tuple.Src == lab.Pod2IP && e.Dev == "eth0"
+	}
+	if !healthy {
+		if res[lab.TimedOut] != 1 {
+			t.Fatalf("client outcomes %v, want a timeout", res)
+		}
+		if post.Translated || post.Tuple.Src != lab.Node1IP || encap.Inner.Src != lab.Node1IP {
+			t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
+		}
+		r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
+		r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
+			"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
+		return
+	}
+	if res[lab.Connected] != 1 {
+		t.Fatalf("client outcomes %v, want connected", res)
+	}
+	if !post.Translated || post.Tuple.Src != "10.244.1.0" || encap.Inner.Src != "10.244.1.0" {
+		t.Errorf("the SYN should be SNATed to flannel.1's 10.244.1.0: POSTROUTING %+v, inner %+v", post.Tuple, encap.Inner)
+	}
+	r.require(t, "the reply un-DNATed back to the ClusterIP", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.CT != nil && e.CT.Direction == "reply" &&
+			e.Translated && e.Tuple.Src == lab.SNATServiceIP
+	})
+	r.forbid(t, "an rp_filter drop", rpfilter)
+	r.healthy(t)
 }
 
-func TestLabSYNOverflow(t *testing.T) {
-	twins(t, "syn-overflow", func(t *testing.T, name string, healthy bool) {
-		r := runScenario(t, name, "port 30285")
-		res := r.results()
-		r.require(t, "the NodePort DNAT to the pod", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-				e.Pre.Dport == lab.NodePort && e.Tuple.Dst == lab.Pod1IP && e.Tuple.Dport == lab.PodPort
-		})
-		dropped := func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }
-		if healthy {
-			if res[lab.Connected] != 8 {
-				t.Fatalf("client outcomes %v, want 8 connected", res)
-			}
-			r.forbid(t, "a dropped SYN", dropped)
-			r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
-				return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
-			})
-			r.healthy(t)
-			return
-		}
-		if res[lab.TimedOut] == 0 {
-			t.Fatalf("client outcomes %v, want timeouts", res)
-		}
-		syn := r.require(t, "a SYN dropped at the listener", dropped)
-		listener := lab.Pod1IP + ":8080"
-		if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
-			t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
-		}
-		if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
-			t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
-		}
-		xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.Prefix+"p1",
-			fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
-		if len(xs) != res[lab.TimedOut] {
-			t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
-		}
+func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
+	res := r.results()
+	r.require(t, "the NodePort DNAT to the pod", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+			e.Pre.Dport == lab.NodePort && e.Tuple.Dst == lab.Pod1IP && e.Tuple.Dport == lab.PodPort
 	})
+	dropped := func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }
+	if healthy {
+		if res[lab.Connected] != 8 {
+			t.Fatalf("client outcomes %v, want 8 connected", res)
+		}
+		r.forbid(t, "a dropped SYN", dropped)
+		r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
+			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
+		})
+		r.healthy(t)
+		return
+	}
+	if res[lab.TimedOut] == 0 {
+		t.Fatalf("client outcomes %v, want timeouts", res)
+	}
+	syn := r.require(t, "a SYN dropped at the listener", dropped)
+	listener := lab.Pod1IP + ":8080"
+	if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
+		t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
+	}
+	if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
+		t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
+	}
+	xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.Prefix+"p1",
+		fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
+	if len(xs) != res[lab.TimedOut] {
+		t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
+	}
 }
 
 // The walk of incident 3: both endpoints' DNAT and SNAT appear.
-func TestLabServicePaths(t *testing.T) {
-	r := runScenario(t, "service-paths", "host "+lab.PathsServiceIP)
+func checkServicePaths(t *testing.T, r labRun, _ bool) {
 	if res := r.results(); res[lab.Connected] != 16 {
 		t.Fatalf("client outcomes %v, want 16 connected", res)
 	}
@@ -269,76 +319,105 @@ func TestLabServicePaths(t *testing.T) {
 	}
 }
 
-func TestLabStaleHostPort(t *testing.T) {
-	twins(t, "stale-hostport", func(t *testing.T, name string, healthy bool) {
-		r := runScenario(t, name, "port 8443")
-		res := r.results()
-		target := lab.DeadHostPortPod
-		if healthy {
-			target = lab.LiveHostPortPod
-		}
-		r.require(t, "the hostPort DNAT to "+target, func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-				e.Pre.Dport == lab.HostPortNum && e.Tuple.Dst == target && e.Tuple.Dport == 443
-		})
-		neighFailed := func(e output.JSONEvent) bool {
-			return e.Point == "drop" && e.Drop.Reason == "NEIGH_FAILED" && e.Tuple.Dst == lab.DeadHostPortPod
-		}
-		if healthy {
-			if res[lab.Connected] != 1 {
-				t.Fatalf("client outcomes %v, want connected", res)
-			}
-			r.forbid(t, "a neighbour failure", neighFailed)
-			r.healthy(t)
-			return
-		}
-		if res[lab.Connected] != 0 {
-			t.Fatalf("client outcomes %v, want no connection", res)
-		}
-		r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
-		r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
-			lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
+func checkStaleHostPort(t *testing.T, r labRun, healthy bool) {
+	res := r.results()
+	target := lab.DeadHostPortPod
+	if healthy {
+		target = lab.LiveHostPortPod
+	}
+	r.require(t, "the hostPort DNAT to "+target, func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+			e.Pre.Dport == lab.HostPortNum && e.Tuple.Dst == target && e.Tuple.Dport == 443
 	})
+	neighFailed := func(e output.JSONEvent) bool {
+		return e.Point == "drop" && e.Drop.Reason == "NEIGH_FAILED" && e.Tuple.Dst == lab.DeadHostPortPod
+	}
+	if healthy {
+		if res[lab.Connected] != 1 {
+			t.Fatalf("client outcomes %v, want connected", res)
+		}
+		r.forbid(t, "a neighbour failure", neighFailed)
+		r.healthy(t)
+		return
+	}
+	if res[lab.Connected] != 0 {
+		t.Fatalf("client outcomes %v, want no connection", res)
+	}
+	r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
+	r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
+		lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
 }
 
-func TestLabHairpin(t *testing.T) {
-	twins(t, "hairpin", func(t *testing.T, name string, healthy bool) {
-		r := runScenario(t, name, "host "+lab.LoadBalancerIP)
-		res := r.results()
-		r.require(t, "the DNAT of the load-balancer address to the ingress pod", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-				e.Pre.Dst == lab.LoadBalancerIP && e.Tuple.Dst == lab.IngressPodIP
-		})
-		post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
-			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == lab.IngressPodIP
-		})
-		client := lab.Prefix + "p1"
-		bypassed := func(e output.JSONEvent) bool {
-			return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == lab.IngressPodIP && e.Tuple.Flags == "S."
+func checkHairpin(t *testing.T, r labRun, healthy bool) {
+	res := r.results()
+	r.require(t, "the DNAT of the load-balancer address to the ingress pod", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
+			e.Pre.Dst == lab.LoadBalancerIP && e.Tuple.Dst == lab.IngressPodIP
+	})
+	post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == lab.IngressPodIP
+	})
+	client := lab.Prefix + "p1"
+	bypassed := func(e output.JSONEvent) bool {
+		return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == lab.IngressPodIP && e.Tuple.Flags == "S."
+	}
+	if healthy {
+		if res[lab.Connected] != 1 {
+			t.Fatalf("client outcomes %v, want connected", res)
 		}
-		if healthy {
-			if res[lab.Connected] != 1 {
-				t.Fatalf("client outcomes %v, want connected", res)
-			}
-			if !post.Translated || post.Tuple.Src != "10.244.1.1" {
-				t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
-			}
-			r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
-			r.healthy(t)
-			return
+		if !post.Translated || post.Tuple.Src != "10.244.1.1" {
+			t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
 		}
-		if res[lab.Connected] != 0 {
-			t.Fatalf("client outcomes %v, want no connection", res)
+		r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
+		r.healthy(t)
+		return
+	}
+	if res[lab.Connected] != 0 {
+		t.Fatalf("client outcomes %v, want no connection", res)
+	}
+	if post.Translated || post.Tuple.Src != lab.Pod1IP {
+		t.Errorf("request should leave un-SNATed from %s: %+v", lab.Pod1IP, post.Tuple)
+	}
+	r.require(t, "the SYN-ACK reaching the client from the ingress pod's own address", bypassed)
+	if !r.resetBy(client, lab.IngressPodIP) {
+		t.Errorf("nettrace did not show the client resetting the unexpected SYN-ACK")
+	}
+	r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
+		"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+}
+
+// scenarioCheck is what one lab scenario (and its healthy twin) must show.
+type scenarioCheck struct {
+	scenario string
+	filter   string // the filter a user would type for this incident
+	twins    bool
+	check    func(t *testing.T, r labRun, healthy bool)
+}
+
+var scenarioChecks = []scenarioCheck{
+	{"snat-missing", "host " + lab.SNATServiceIP, true, checkSNATMissing},
+	{"syn-overflow", "port 30285", true, checkSYNOverflow},
+	{"service-paths", "host " + lab.PathsServiceIP, false, checkServicePaths},
+	{"stale-hostport", "port 8443", true, checkStaleHostPort},
+	{"hairpin", "host " + lab.LoadBalancerIP, true, checkHairpin},
+}
+
+// eachScenario runs test for every scenario and twin.
+func eachScenario(t *testing.T, test func(t *testing.T, c scenarioCheck, name string, healthy bool)) {
+	for _, c := range scenarioChecks {
+		if !c.twins {
+			t.Run(c.scenario, func(t *testing.T) { test(t, c, c.scenario, true) })
+			continue
 		}
-		if post.Translated || post.Tuple.Src != lab.Pod1IP {
-			t.Errorf("request should leave un-SNATed from %s: %+v", lab.Pod1IP, post.Tuple)
-		}
-		r.require(t, "the SYN-ACK reaching the client from the ingress pod's own address", bypassed)
-		if !r.resetBy(client, lab.IngressPodIP) {
-			t.Errorf("nettrace did not show the client resetting the unexpected SYN-ACK")
-		}
-		r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
-			"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+		twins(t, c.scenario, func(t *testing.T, name string, healthy bool) { test(t, c, name, healthy) })
+	}
+}
+
+// Each incident and its healthy twin, on a quiet lab, with the incident's
+// filter.
+func TestLab(t *testing.T) {
+	eachScenario(t, func(t *testing.T, c scenarioCheck, name string, healthy bool) {
+		c.check(t, runScenario(t, name, c.filter), healthy)
 	})
 }
 

@@ -61,19 +61,31 @@ struct {
 } lost SEC(".maps");
 
 /* Packets (by skb address) and conntrack entries that matched the filter
- * once: they are followed after NAT or encapsulation changes their tuple. */
+ * once: they are followed after NAT or encapsulation changes their tuple.
+ * The kernel recycles both addresses, and frees some packets without a
+ * tracepoint (a pure ACK TCP consumed, a GRO-merged segment), so each
+ * entry keeps what the followed object was: a packet its last tuple and
+ * conntrack entry, an entry its original tuple. An address found holding
+ * something else is another object, not followed. */
+struct followed_skb {
+	struct nt_tuple tuple; /* flags cleared */
+	__u64 ct;
+	__u8 mark; /* NT_FOLLOWED_SKB or NT_QUIET_SKB */
+	__u8 _pad[7];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
-	__type(value, __u8);
+	__type(value, struct followed_skb);
 } tracked_skb SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
-	__type(value, __u8);
+	__type(value, struct nt_tuple); /* the entry's original tuple */
 } tracked_ct SEC(".maps");
 
 /* Tuples (both directions, flags cleared) of the followed conntrack entries,
@@ -374,14 +386,28 @@ static __always_inline void nt_track_ct_tuples(__u64 ct)
 	nt_track_tuple(&t);
 }
 
-static __always_inline void nt_track(__u64 skb, __u64 ct)
-{
-	__u8 one = 1;
+#define NT_FOLLOWED_SKB 1 /* tracked_skb mark of a reported packet */
+#define NT_QUIET_SKB 2    /* tracked_skb mark of a quiet packet */
 
-	if (skb)
-		bpf_map_update_elem(&tracked_skb, &skb, &one, BPF_ANY);
+static __always_inline bool nt_same_tuple(const struct nt_tuple *a, const struct nt_tuple *b)
+{
+	return a->saddr == b->saddr && a->daddr == b->daddr && a->sport == b->sport &&
+	       a->dport == b->dport && a->proto == b->proto;
+}
+
+static __always_inline void nt_track(__u64 skb, __u64 ct, const struct nt_tuple *t)
+{
+	struct followed_skb f = { .ct = ct, .mark = NT_FOLLOWED_SKB };
+	struct nt_tuple orig;
+
+	if (skb && t) {
+		f.tuple = *t;
+		f.tuple.tcp_flags = 0;
+		bpf_map_update_elem(&tracked_skb, &skb, &f, BPF_ANY);
+	}
 	if (ct) {
-		bpf_map_update_elem(&tracked_ct, &ct, &one, BPF_ANY);
+		nt_read_ct_tuple(&((struct nf_conn *)ct)->tuplehash[0].tuple, &orig);
+		bpf_map_update_elem(&tracked_ct, &ct, &orig, BPF_ANY);
 		nt_track_ct_tuples(ct);
 	}
 	if (!nt_tracking_active()) {
@@ -399,7 +425,6 @@ static __always_inline void nt_track(__u64 skb, __u64 ct)
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_RST 0x04
-#define NT_QUIET_SKB 2 /* tracked_skb value of a quiet packet */
 
 /* A data or ACK segment of an established (ASSURED) TCP connection tells
  * nothing the explanations need unless it is dropped: reporting each at
@@ -419,21 +444,56 @@ static __always_inline bool nt_quiet(__u64 ct, const struct nt_tuple *t, const s
  * match starts following both the packet and its conntrack entry (so the
  * reply, whose tuple differs after NAT, is followed too). A packet found
  * quiet is remembered so, so that its later hops cost one lookup. */
+/* The followed packet at this skb address, if the packet there now is it:
+ * it still has the tuple it was last seen with (or carries it inside a
+ * tunnel), or it is in the same conntrack entry (NAT changed its tuple). */
+static __always_inline struct followed_skb *nt_followed_skb(__u64 skb, __u64 ct, const struct nt_tuple *t,
+							  const struct nt_tuple *inner)
+{
+	struct followed_skb *f = skb ? bpf_map_lookup_elem(&tracked_skb, &skb) : NULL;
+
+	if (!f)
+		return NULL;
+	if ((t && nt_same_tuple(&f->tuple, t)) || (inner && nt_same_tuple(&f->tuple, inner)) ||
+	    (ct && f->ct == ct)) {
+		if (t && !inner) {
+			f->tuple = *t;
+			f->tuple.tcp_flags = 0;
+		}
+		if (ct)
+			f->ct = ct;
+		return f;
+	}
+	return NULL;
+}
+
+/* Whether the conntrack entry at this address is the one followed. */
+static __always_inline bool nt_followed_ct(__u64 ct)
+{
+	struct nt_tuple *orig = ct ? bpf_map_lookup_elem(&tracked_ct, &ct) : NULL;
+	struct nt_tuple now;
+
+	if (!orig)
+		return false;
+	nt_read_ct_tuple(&((struct nf_conn *)ct)->tuplehash[0].tuple, &now);
+	return nt_same_tuple(orig, &now);
+}
+
 static __always_inline int nt_follow(__u64 skb, __u64 ct, const struct nt_tuple *t,
 				     const struct nt_tuple *inner)
 {
 	bool skb_known = false, ct_known = false;
+	struct followed_skb *followed;
 	struct nt_tuple key;
-	__u8 *mark;
 
 	if (filter_len == 0)
 		return nt_quiet(ct, t, inner) ? NT_QUIET : NT_REPORT;
 	if (nt_tracking_active()) {
-		mark = skb ? bpf_map_lookup_elem(&tracked_skb, &skb) : NULL;
-		if (mark && *mark == NT_QUIET_SKB)
+		followed = nt_followed_skb(skb, ct, t, inner);
+		if (followed && followed->mark == NT_QUIET_SKB)
 			return NT_QUIET;
-		skb_known = mark != NULL;
-		ct_known = ct && bpf_map_lookup_elem(&tracked_ct, &ct);
+		skb_known = followed != NULL;
+		ct_known = nt_followed_ct(ct);
 		if (!skb_known && !ct_known && t) {
 			key = *t;
 			key.tcp_flags = 0;
@@ -449,12 +509,11 @@ static __always_inline int nt_follow(__u64 skb, __u64 ct, const struct nt_tuple 
 	}
 matched:
 	if (!skb_known || (ct && !ct_known))
-		nt_track(skb_known ? 0 : skb, ct_known ? 0 : ct);
+		nt_track(skb_known ? 0 : skb, ct_known ? 0 : ct, inner ? inner : t);
 	if (nt_quiet(ct, t, inner)) {
-		__u8 quiet = NT_QUIET_SKB;
-
-		if (skb)
-			bpf_map_update_elem(&tracked_skb, &skb, &quiet, BPF_ANY);
+		followed = skb ? bpf_map_lookup_elem(&tracked_skb, &skb) : NULL;
+		if (followed)
+			followed->mark = NT_QUIET_SKB;
 		return NT_QUIET;
 	}
 	return NT_REPORT;

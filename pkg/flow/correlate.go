@@ -121,10 +121,27 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 	if partial(e) {
 		return n, skb
 	}
+	if facts.ct.k.kind != 0 {
+		// In a namespace with conntrack, its tuples name the connection:
+		// no two entries share one once confirmed. The packet's own tuple
+		// may not: between a DNAT and the SNAT that resolves a clash (two
+		// clients' connections translated to one tuple) it is another
+		// connection's. An unconfirmed entry's reply tuple is not final
+		// either.
+		keys[n] = tupleKey(e.Netns, e.CT.Orig)
+		n++
+		if e.CT.Status&event.CTConfirmed != 0 {
+			keys[n] = tupleKey(e.Netns, e.CT.Reply)
+			n++
+		}
+		return n, skb
+	}
 	keys[n] = tupleKey(e.Netns, pt)
 	n++
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		keys[n] = tupleKey(e.Netns, e.Tuple) // the translated tuple is the same flow
+	// The translated tuple is the same flow; an encapsulated packet's outer
+	// tuple is the tunnel's, shared by every connection through it.
+	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 && !e.HasInner() {
+		keys[n] = tupleKey(e.Netns, e.Tuple)
 		n++
 	}
 	return n, skb
@@ -137,11 +154,17 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	if e.Skb == 0 {
 		return key{}
 	}
-	tk := tupleKey(0, pt)
-	post := key{}
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		post = tupleKey(0, e.Tuple)
+	tk := pathTuple(pt)
+	if e.Point == event.PointTCP && e.Kind == event.KindResetSent {
+		// The event is about the packet the reset answers, and has the
+		// reset's tuple.
+		tk = pathTuple(pt.Reverse())
 	}
+	var post key
+	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
+		post = pathTuple(e.Tuple)
+	}
+	fp := fingerprint(e)
 	id := skbID{e.Skb, e.SkbSeen}
 	st := c.skbs[id]
 	if st == nil {
@@ -150,22 +173,25 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	} else if e.Point == event.PointSYN && st.knows(tk) {
 		// The user-space syn method reports a SYN after the kernel is done
 		// with it: it is still that packet.
-	} else if st.freed || e.Time > st.last+skbGap || !(st.knows(tk) || (post.kind != 0 && st.knows(post))) ||
-		!st.pass(stageOf(e)) {
-		// A freed, long-silent or unrelated packet at the same identity:
-		// the address was recycled and the free not seen.
+	} else if st.freed || e.Time > st.last+skbGap || (fp != 0 && st.fp != 0 && fp != st.fp) ||
+		!(st.knows(tk) || (post != (key{}) && st.knows(post))) || !st.pass(stageOf(e)) {
+		// A freed, long-silent, different or unrelated packet at the same
+		// identity: the address was recycled and the free not seen.
 		*st = skbState{epoch: c.newEpoch()}
 	}
 	if st.ns == 0 {
 		st.pass(stageOf(e))
 	}
+	if st.fp == 0 {
+		st.fp = fp
+	}
 	st.last = e.Time
 	st.learn(tk)
-	if post.kind != 0 {
+	if post != (key{}) {
 		st.learn(post)
 	}
 	if e.HasInner() {
-		st.learn(tupleKey(0, e.Tuple))
+		st.learn(pathTuple(e.Tuple))
 	}
 	if e.Point == event.PointDrop {
 		st.freed = true

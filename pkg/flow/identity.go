@@ -38,6 +38,9 @@ type key struct {
 }
 
 func endpoint(a netip.Addr, port uint16) uint64 {
+	if !a.Is4() {
+		return uint64(port) // a tuple the kernel left empty
+	}
 	v := a.As4()
 	return uint64(v[0])<<40 | uint64(v[1])<<32 | uint64(v[2])<<24 | uint64(v[3])<<16 | uint64(port)
 }
@@ -79,16 +82,47 @@ type skbID struct {
 // skbState tells whether the next event of an skb identity is the same
 // packet when the kernel did not see it freed (a free without a
 // tracepoint, or a recording without identities): the tuples the packet
-// has had (NAT and encapsulation add to them), the stages it passed, when
-// it was last seen, and whether a drop was reported.
+// has had, in its direction (NAT and encapsulation add to them), its
+// fingerprint, the stages it passed, when it was last seen, and whether a
+// drop was reported.
 type skbState struct {
 	epoch  uint32
 	last   uint64
+	fp     uint64
 	freed  bool
 	tuples [6]key
 	n      int
 	stages [24]stage
 	ns     int
+}
+
+// pathTuple is a packet's tuple as a key, in its direction: a packet
+// never turns into its reply.
+func pathTuple(t event.Tuple) key {
+	return key{kind: keyTuple, proto: t.Proto, a: endpoint(t.Src, t.Sport), b: endpoint(t.Dst, t.Dport)}
+}
+
+// fingerprint is what stays the same in one packet from end to end and
+// differs between two packets of a connection: the IP identification and,
+// for TCP, the flags, sequence and acknowledgement numbers (NAT rewrites
+// addresses, ports and checksums only). It reads the inner packet of an
+// encapsulated one; zero when the event carries no packet bytes.
+func fingerprint(e *event.Event) uint64 {
+	pkt := e.Packet
+	if e.HasInner() {
+		pkt = vxlanInner(pkt)
+	}
+	hl, proto, ok := ipHeader(pkt)
+	if !ok {
+		return 0
+	}
+	fp := uint64(binary.BigEndian.Uint16(pkt[4:]))<<48 | 1
+	if proto == event.ProtoTCP && len(pkt) >= hl+14 {
+		seq := binary.BigEndian.Uint32(pkt[hl+4:])
+		ack := binary.BigEndian.Uint32(pkt[hl+8:])
+		fp ^= (uint64(seq)<<16 | uint64(pkt[hl+13])) ^ uint64(ack)<<24
+	}
+	return fp
 }
 
 // stage is a place a packet passes once: a point, kind and hook in a
@@ -108,8 +142,9 @@ func stageOf(e *event.Event) stage {
 	return stage{netns: e.Netns, ifindex: e.Ifindex, code: code}
 }
 
-// pass records a stage; false when the packet already passed it, or
-// passed more stages than a packet crossing a host does.
+// pass records a stage; false when the packet already passed it. Past
+// the stages it can hold (a packet crossing many namespaces) it cannot
+// tell, and says true.
 func (s *skbState) pass(st stage) bool {
 	for i := 0; i < s.ns; i++ {
 		if s.stages[i] == st {
@@ -117,17 +152,14 @@ func (s *skbState) pass(st stage) bool {
 		}
 	}
 	if s.ns == len(s.stages) {
-		return false
+		return true
 	}
 	s.stages[s.ns] = st
 	s.ns++
 	return true
 }
 
-// knows compares tuples whatever their namespace: a packet crossing a
-// veth keeps its tuple.
 func (s *skbState) knows(k key) bool {
-	k.netns = 0
 	for i := 0; i < s.n; i++ {
 		if s.tuples[i] == k {
 			return true
@@ -140,7 +172,6 @@ func (s *skbState) learn(k key) {
 	if s.knows(k) {
 		return
 	}
-	k.netns = 0
 	if s.n < len(s.tuples) {
 		s.tuples[s.n] = k
 		s.n++
@@ -170,13 +201,13 @@ type ctSeen struct {
 
 type sockSeen struct {
 	netns  uint32
-	local  uint64 // the socket's local endpoint
+	conn   key // the socket's tuple: one socket holds it at a time
 	cookie uint64
 }
 
 // connState is what makes a flow one connection: at most one initial
 // sequence number per direction, one conntrack entry per namespace and
-// one socket per local endpoint and namespace.
+// one socket per tuple and namespace.
 type connState struct {
 	isn    [2]uint32
 	hasISN [2]bool
@@ -208,7 +239,7 @@ func factsOf(e *event.Event, pt event.Tuple) connFacts {
 		f.ct = ctSeen{netns: e.Netns, k: ctKey(&e.CT)}
 	}
 	if e.Point == event.PointTCP && e.TCP.Cookie != 0 && e.Kind == event.KindTCPState {
-		f.sock = sockSeen{netns: e.Netns, local: endpoint(e.Tuple.Src, e.Tuple.Sport), cookie: e.TCP.Cookie}
+		f.sock = sockSeen{netns: e.Netns, conn: tupleKey(e.Netns, e.Tuple), cookie: e.TCP.Cookie}
 	}
 	return f
 }
@@ -228,7 +259,7 @@ func (s *connState) agrees(f *connFacts) bool {
 	}
 	if f.sock.cookie != 0 {
 		for _, k := range s.socks[:s.nsock] {
-			if k.netns == f.sock.netns && k.local == f.sock.local && k.cookie != f.sock.cookie {
+			if k.netns == f.sock.netns && k.conn == f.sock.conn && k.cookie != f.sock.cookie {
 				return false
 			}
 		}

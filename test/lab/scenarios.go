@@ -20,7 +20,7 @@ const (
 	Pod1IP           = "10.244.1.10"
 	Pod2IP           = "10.244.2.10"
 	PodPort          = 8080
-	SYNOverflowQueue = 2
+	SYNOverflowQueue = 1
 )
 
 // Client is traffic a scenario drives: Count connections from Namespace

@@ -1,0 +1,139 @@
+package test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
+)
+
+// Every incident and its healthy twin beside the lab's background traffic
+// (short TCP connections reusing source ports, a Service, UDP, ICMP,
+// multicast and broadcast), watched as a user would on a busy node: with
+// the incident's filter, and with no filter on every namespace. Each run
+// must name exactly the incident's fault on the faulty connection's flow,
+// nothing on the healthy twin, and (unfiltered) one flow per background
+// connection, none holding two.
+func TestBusyLab(t *testing.T) {
+	eachScenario(t, func(t *testing.T, c scenarioCheck, name string, healthy bool) {
+		for _, mode := range []struct {
+			name, filter string
+			all          bool
+		}{{"filtered", c.filter, false}, {"unfiltered", "", true}} {
+			t.Run(mode.name, func(t *testing.T) {
+				r := runLab(t, name, mode.filter, runOptions{noise: true, allNetns: mode.all})
+				c.check(t, r.inLab(t), healthy)
+				if mode.all {
+					r.requireNoiseFlows(t)
+				}
+			})
+		}
+	})
+}
+
+// inLab keeps the explanations of flows that crossed a lab namespace: with
+// --netns all the host's own traffic is watched too, and is not the
+// test's to judge.
+func (r labRun) inLab(t *testing.T) labRun {
+	inLab := map[uint64]bool{}
+	for _, f := range r.flows {
+		for _, p := range f.Packets {
+			for _, s := range p.Steps {
+				if strings.HasPrefix(s.Netns, lab.Prefix) {
+					inLab[f.ID] = true
+				}
+			}
+		}
+	}
+	var xs []output.JSONExplanation
+	for _, x := range r.explanations {
+		if inLab[x.Flow.ID] {
+			xs = append(xs, x)
+		} else {
+			t.Logf("outside the lab, not judged: %s: %s", x.Rule, x.Summary)
+		}
+	}
+	r.explanations = xs
+	return r
+}
+
+// requireNoiseFlows checks the background connections against their
+// flows: as many TCP flows on the noise port as connections made, each
+// holding one connection (one client port).
+func (r labRun) requireNoiseFlows(t *testing.T) {
+	t.Helper()
+	if r.noise == nil || r.noise.TCPConns == 0 {
+		t.Fatalf("no background connections were made: %v", r.noise)
+	}
+	if lost := lostEvents(r.summary); lost > 0 {
+		t.Fatalf("%.0f events lost: the flows cannot be compared with the connections", lost)
+	}
+	flows := 0
+	for _, f := range r.flows {
+		// The connections as the client sees them, in its namespace (NAT
+		// on the node may change the source port).
+		clients := map[string]bool{}
+		for _, p := range f.Packets {
+			for _, s := range p.Steps {
+				t := s.Tuple
+				if s.Netns != lab.Prefix+"q1" || t == nil || t.Proto != "tcp" {
+					continue
+				}
+				switch uint16(lab.NoisePort) {
+				case t.Dport:
+					clients[fmt.Sprintf("%s:%d -> %s", t.Src, t.Sport, t.Dst)] = true
+				case t.Sport:
+					clients[fmt.Sprintf("%s:%d -> %s", t.Dst, t.Dport, t.Src)] = true
+				}
+			}
+		}
+		if len(clients) == 0 {
+			continue
+		}
+		flows++
+		if len(clients) > 1 {
+			t.Errorf("flow %d holds packets of %d connections (%v)", f.ID, len(clients), clients)
+		}
+	}
+	if flows != r.noise.TCPConns {
+		t.Errorf("%d TCP flows on port %d for %d background connections (%s); flows with several SYNs or resets:\n%s",
+			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(suspectFlows(r.flows), "\n"))
+	}
+}
+
+// suspectFlows describes the noise flows that may hold several
+// connections of one tuple: more than one SYN or reset leaving the client.
+func suspectFlows(flows []output.JSONFlow) []string {
+	var out []string
+	for _, f := range flows {
+		syns, resets := 0, 0
+		for _, p := range f.Packets {
+			if p.Tuple == nil || p.Tuple.Dport != uint16(lab.NoisePort) || len(p.Steps) == 0 || p.Steps[0].Netns != lab.Prefix+"q1" {
+				continue
+			}
+			switch p.Label {
+			case "SYN":
+				syns++
+			case "RST":
+				resets++
+			}
+		}
+		if syns > 1 || resets > 1 {
+			out = append(out, fmt.Sprintf("flow %d %s:%d: %d packets, %d SYNs, %d resets from the client",
+				f.ID, f.Tuple.Src, f.Tuple.Sport, len(f.Packets), syns, resets))
+		}
+	}
+	return out
+}
+
+func lostEvents(summary map[string]any) float64 {
+	lost, _ := summary["lost"].(map[string]any)
+	n := 0.0
+	for _, v := range lost {
+		f, _ := v.(float64)
+		n += f
+	}
+	return n
+}
