@@ -50,8 +50,8 @@ func factsOf(t *testing.T, scenario, filter, point, method string, facts func(r 
 // Where a kernel offers both a point's preferred method and its fallback,
 // both report the same facts for the same traffic: the vxlan hop (device,
 // VNI, VTEPs), the re-route after the DNAT, and a SYN's outcome at a full
-// listener. CI's kernel offers one method per point; the VM kernels offer
-// several.
+// listener. A point with one method on this kernel is skipped: CI's kernel
+// offers one method per point; the VM kernels offer several.
 func TestMethodsReportTheSameFacts(t *testing.T) {
 	checks := []struct {
 		point, scenario, filter string
@@ -67,7 +67,7 @@ func TestMethodsReportTheSameFacts(t *testing.T) {
 			}
 			return nil
 		}},
-		{"syn", "syn-overflow", "port 30285", []string{"fentry", "kprobe", "sock_diag"}, func(r labRun) []string {
+		{"syn", "syn-overflow", "port 30285", []string{"fentry", "kprobe", "tp_btf", "sock_diag"}, func(r labRun) []string {
 			outcomes := map[string]bool{}
 			for _, e := range find(r.events, func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }) {
 				outcomes[e.SYN.Listener+" "+e.SYN.Outcome+" "+e.Netns] = true
@@ -79,23 +79,21 @@ func TestMethodsReportTheSameFacts(t *testing.T) {
 			return f
 		}},
 	}
-	compared := 0
 	for _, c := range checks {
-		methods := methodsHere(t, c.point, c.candidates...)
-		if len(methods) < 2 {
-			t.Logf("%s: one method on this kernel (%v): nothing to compare", c.point, methods)
-			continue
-		}
-		want := factsOf(t, c.scenario, c.filter, c.point, methods[0], c.facts)
-		if len(want) == 0 {
-			t.Errorf("%s=%s reported none of the facts compared", c.point, methods[0])
-		}
-		for _, m := range methods[1:] {
-			if got := factsOf(t, c.scenario, c.filter, c.point, m, c.facts); strings.Join(got, "|") != strings.Join(want, "|") {
-				t.Errorf("%s: %s reports %q, %s reports %q", c.point, methods[0], want, m, got)
+		t.Run(c.point, func(t *testing.T) {
+			methods := methodsHere(t, c.point, c.candidates...)
+			if len(methods) < 2 {
+				t.Skipf("%s: one method on this kernel (%v): nothing to compare", c.point, methods)
 			}
-		}
-		compared++
+			want := factsOf(t, c.scenario, c.filter, c.point, methods[0], c.facts)
+			if len(want) == 0 {
+				t.Errorf("%s=%s reported none of the facts compared", c.point, methods[0])
+			}
+			for _, m := range methods[1:] {
+				if got := factsOf(t, c.scenario, c.filter, c.point, m, c.facts); strings.Join(got, "|") != strings.Join(want, "|") {
+					t.Errorf("%s: %s reports %q, %s reports %q", c.point, methods[0], want, m, got)
+				}
+			}
+		})
 	}
-	t.Logf("%d points compared across methods", compared)
 }

@@ -26,6 +26,8 @@
 #define IP_OFFSET_MASK 0x1fff
 #define VXLAN_HLEN 8
 #define UDP_HLEN 8
+#define PACKET_BROADCAST 1
+#define PACKET_MULTICAST 2
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -107,7 +109,12 @@ struct {
 
 /* The packet between the two halves of a NAT observation on this CPU, per
  * netfilter hook: "before" fills it, "after" completes it. Per hook because
- * a softirq may run PREROUTING in the middle of a process's OUTPUT. The
+ * a softirq may run PREROUTING in the middle of a process's OUTPUT. A
+ * softirq running the same hook inside a process's (a forwarded packet's
+ * POSTROUTING inside a local one's) overwrites the slot; the slot names its
+ * skb, so the interrupted packet's "after" then lacks its pre-NAT tuple
+ * rather than taking another packet's. A per-CPU array, not a hash keyed by
+ * skb: this runs eight times per packet in every watched namespace. The
  * route point reads the OUTPUT slot to attribute the re-route lookup that
  * NAT triggers between the two halves. */
 struct nat_slot {
@@ -701,6 +708,7 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 					   bool use_data, struct nt_event *e, __u32 *vni, bool direct,
 					   bool dropping)
 {
+	__u8 pkt_type;
 	int verdict;
 
 	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
@@ -717,6 +725,10 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 		return false;
 	nt_fill_ct(skb, e);
 	nt_fill_dev(dev, e);
+	/* A subnet broadcast's address says nothing; the link layer does. */
+	pkt_type = BPF_CORE_READ_BITFIELD_PROBED(skb, pkt_type);
+	if (pkt_type == PACKET_BROADCAST || pkt_type == PACKET_MULTICAST)
+		e->flags |= NT_F_GROUP;
 	return true;
 }
 

@@ -51,6 +51,7 @@ enum nt_kind {
 #define NT_F_INNER 0x01 /* inner holds the tuple inside a vxlan encapsulation */
 #define NT_F_CT 0x02    /* ct holds the packet's conntrack entry */
 #define NT_F_PRE 0x04   /* u.nat.pre is known (the pre-NAT half was observed) */
+#define NT_F_GROUP 0x08 /* received as a link-layer broadcast or multicast */
 
 #define NT_HOOK_NONE 0xff
 

@@ -125,12 +125,16 @@ type jsonSummary struct {
 	Lost         map[string]uint64 `json:"lost"`
 	Flows        uint64            `json:"flows"`
 	FlowsEvicted uint64            `json:"flows_evicted"`
-	Findings     map[string]uint64 `json:"findings"`
+	// Contradictions counts events that named a known flow but belonged
+	// to another connection (flow.Stats.Contradictions).
+	Contradictions uint64            `json:"contradictions"`
+	Findings       map[string]uint64 `json:"findings"`
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
 	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: pointNames(s.Events),
-		Lost: pointNames(s.Lost), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted, Findings: s.Findings}
+		Lost: pointNames(s.Lost), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
+		Contradictions: s.Flows.Contradictions, Findings: s.Findings}
 }
 
 func pointNames(m map[event.Point]uint64) map[string]uint64 {

@@ -192,7 +192,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	log.Info().Int("namespaces", len(targets)).Str("filter", expr).Dur("attach", tr.AttachTime).Msg("watching")
 
 	host, _ := os.Hostname()
-	meta := trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: facts, Points: tr.Statuses(),
+	meta := trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: recordedKernel(facts), Points: recordedPoints(tr.Statuses()),
 		Filter: expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
 	namer := netns.NewNamer(targets)
 	names := output.Names{
@@ -207,8 +207,12 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 			return err
 		}
 	}
+	// The user-space part of the syn point: the whole method where the
+	// kernel offers nothing better, the queue numbers of the tracepoint
+	// method's unknown listeners otherwise.
 	var syn *synwatch.Watcher
-	if tr.Status("syn").Method == probe.MethodUser {
+	synMethod := tr.Status("syn").Method
+	if synMethod == probe.MethodUser || synMethod == probe.MethodTpBTF {
 		syn = synwatch.New(targets)
 	}
 	if f.readyFile != "" {
@@ -217,7 +221,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		}
 		defer os.Remove(f.readyFile)
 	}
-	run := &watchRun{tr: tr, syn: syn, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
+	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
 		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec})}
 	if !explicitNetns {
 		run.rescan = func() {
@@ -254,6 +258,24 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	return err
 }
 
+// recordedKernel and recordedPoints put what the kernel allowed into a
+// recording's terms: the format depends on nothing in internal/.
+func recordedKernel(f kernel.Facts) trace.Kernel {
+	return trace.Kernel{Release: f.Release, BTF: f.BTF, Lockdown: f.Lockdown, Kprobes: f.Kprobes}
+}
+
+func recordedPoints(sts []probe.Status) []trace.Point {
+	out := make([]trace.Point, 0, len(sts))
+	for _, s := range sts {
+		p := trace.Point{Point: s.Point, Method: string(s.Method), Target: s.Target, Note: s.Note}
+		for _, a := range s.Skipped {
+			p.Unavailable = append(p.Unavailable, trace.Unavailable{Method: string(a.Method), Reason: a.Reason})
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 func containsString(s []string, x string) bool {
 	for _, v := range s {
 		if v == x {
@@ -268,12 +290,15 @@ func containsString(s []string, x string) bool {
 // conditions, unanswered SYNs, idle flows, new namespaces, flushing the
 // recording).
 type watchRun struct {
-	tr     *probe.Tracer
-	syn    *synwatch.Watcher
-	f      watchFlags
-	rescan func()
-	log    zerolog.Logger
-	p      *pipeline
+	tr  *probe.Tracer
+	syn *synwatch.Watcher
+	// synJudges: syn is the syn point's method (it judges SYNs itself),
+	// not only the completer of the kernel's judgements.
+	synJudges bool
+	f         watchFlags
+	rescan    func()
+	log       zerolog.Logger
+	p         *pipeline
 }
 
 const tick = 100 * time.Millisecond
@@ -315,8 +340,11 @@ func (r *watchRun) loop() error {
 				r.log.Warn().Err(derr).Msg("undecodable record")
 				continue
 			}
-			r.p.event(&ev)
 			if r.syn != nil {
+				r.syn.Complete(&ev)
+			}
+			r.p.event(&ev)
+			if r.synJudges {
 				r.syn.Observe(&ev, r.p.event)
 				// Judged on a clock: a busy ring buffer is never idle.
 				if time.Since(lastJudged) >= tick {
@@ -334,7 +362,7 @@ func (r *watchRun) loop() error {
 		default:
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		if r.syn != nil {
+		if r.synJudges {
 			r.syn.Expire(stopping, r.p.event)
 			lastJudged = time.Now()
 		}

@@ -84,6 +84,24 @@ func (n Names) step(e *event.Event, start uint64) JSONStep {
 	return s
 }
 
+// direction names a packet's direction in its flow. A group or broadcast
+// datagram has no reply: it is named for what it is.
+func direction(client, t event.Tuple, p *flow.Packet) string {
+	group := false
+	for i := range p.Events {
+		group = group || p.Events[i].ToGroup()
+	}
+	switch {
+	case group && t.Dst.IsMulticast():
+		return "multicast"
+	case group:
+		return "broadcast"
+	case t.Src != client.Src || t.Sport != client.Sport:
+		return "reply"
+	}
+	return "request"
+}
+
 // ConvertFlow builds the JSON object of a flow.
 func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
@@ -91,10 +109,7 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 	client := f.Tuple()
 	for _, p := range f.Packets {
 		t := firstTuple(p)
-		dir := "request"
-		if t.Src != client.Src || t.Sport != client.Sport {
-			dir = "reply"
-		}
+		dir := direction(client, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p)}
 		for i := range p.Events {
 			jp.Steps = append(jp.Steps, n.step(&p.Events[i], f.Start))

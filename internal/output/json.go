@@ -49,6 +49,8 @@ type JSONEvent struct {
 	Dev        string         `json:"dev,omitempty"`
 	Ifindex    uint32         `json:"ifindex,omitempty"`
 	Skb        string         `json:"skb,omitempty"`
+	SkbSeen    uint64         `json:"skb_seen,omitempty"`
+	Group      bool           `json:"group,omitempty"`
 	CPU        uint32         `json:"cpu"`
 	Tuple      *JSONTuple     `json:"tuple"`
 	Inner      *JSONTuple     `json:"inner,omitempty"`
@@ -103,6 +105,7 @@ type JSONDrop struct {
 type JSONTCP struct {
 	OldState string `json:"old_state,omitempty"`
 	NewState string `json:"new_state,omitempty"`
+	Cookie   uint64 `json:"cookie,omitempty"`
 }
 
 // JSON writes one JSON object per line.
@@ -121,7 +124,7 @@ func (n Names) Convert(e *event.Event) *JSONEvent {
 	j := &JSONEvent{
 		Type: "event", Time: n.wall(e.Time), MonoNS: e.Time, Point: e.Point.String(), Kind: e.Kind.String(),
 		Hook: e.Hook.String(), Netns: n.netns(e.Netns), NetnsInode: e.Netns, Dev: e.Ifname.String(),
-		Ifindex: e.Ifindex, CPU: e.CPU, Tuple: NewJSONTuple(e.Tuple),
+		Ifindex: e.Ifindex, CPU: e.CPU, Tuple: NewJSONTuple(e.Tuple), SkbSeen: e.SkbSeen, Group: e.ToGroup(),
 	}
 	if e.Skb != 0 {
 		j.Skb = fmt.Sprintf("%#x", e.Skb)
@@ -161,8 +164,9 @@ func (n Names) Convert(e *event.Event) *JSONEvent {
 	case event.PointDrop:
 		j.Drop = &JSONDrop{Reason: n.dropReason(e.Drop.Reason), Location: n.symbol(e.Drop.Location)}
 	case event.PointTCP:
+		j.TCP = &JSONTCP{Cookie: e.TCP.Cookie}
 		if e.Kind == event.KindTCPState {
-			j.TCP = &JSONTCP{OldState: event.TCPStateName(e.TCP.OldState), NewState: event.TCPStateName(e.TCP.NewState)}
+			j.TCP.OldState, j.TCP.NewState = event.TCPStateName(e.TCP.OldState), event.TCPStateName(e.TCP.NewState)
 		}
 	}
 	return j

@@ -175,7 +175,8 @@ func WriteSummary(w io.Writer, s Summary) {
 		found = append(found, fmt.Sprintf("%s %d", rule, n))
 	}
 	sort.Strings(found)
-	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit); findings: %s\n", s.Flows.Flows, s.Flows.Evicted, orNone(found))
+	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit, %d started by a new connection on a known tuple); findings: %s\n",
+		s.Flows.Flows, s.Flows.Evicted, s.Flows.Contradictions, orNone(found))
 }
 
 func orNone(s []string) string {

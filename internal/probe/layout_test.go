@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
@@ -67,5 +69,127 @@ func TestEventLayoutMatchesBPF(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// bpf2go renders the payload union by its first member only, so each
+// payload's layout is checked against the BTF of the compiled object: a
+// distinct value written at every member's offset must come out of Decode
+// in the field that member feeds.
+func TestEveryPayloadMatchesBPF(t *testing.T) {
+	spec, err := loadNat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsetOf := func(structName, member string) (int, int) {
+		var st *btf.Struct
+		if err := spec.Types.TypeByName(structName, &st); err != nil {
+			t.Fatalf("%s: %v", structName, err)
+		}
+		for _, m := range st.Members {
+			if m.Name == member {
+				size, err := btf.Sizeof(m.Type)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return int(m.Offset.Bytes()), size
+			}
+		}
+		t.Fatalf("%s has no member %s", structName, member)
+		return 0, 0
+	}
+	union, _ := offsetOf("nt_event", "u")
+	addr := func(a netip.Addr) uint64 {
+		if !a.Is4() {
+			return 0
+		}
+		b := a.As4()
+		return uint64(binary.LittleEndian.Uint32(b[:]))
+	}
+	type field struct {
+		member string
+		got    func(e *event.Event) uint64
+	}
+	payloads := []struct {
+		point   event.Point
+		flags   uint8
+		payload string
+		fields  []field
+	}{
+		{event.PointNAT, event.FlagPre, "nt_nat", []field{
+			{"pre", func(e *event.Event) uint64 { return addr(e.NAT.Pre.Src) }},
+			{"out_ifindex", func(e *event.Event) uint64 { return uint64(e.NAT.OutIfindex) }},
+			{"out_ifname", func(e *event.Event) uint64 { return uint64(e.NAT.OutIfname[0]) }},
+		}},
+		{event.PointRoute, 0, "nt_route", []field{
+			{"oif", func(e *event.Event) uint64 { return uint64(e.Route.Oif) }},
+			{"gateway", func(e *event.Event) uint64 { return addr(e.Route.Gateway) }},
+			{"saddr", func(e *event.Event) uint64 { return addr(e.Route.Src) }},
+			{"err", func(e *event.Event) uint64 { return uint64(uint32(e.Route.Err)) }},
+			{"table", func(e *event.Event) uint64 { return uint64(e.Route.Table) }},
+			{"oifname", func(e *event.Event) uint64 { return uint64(e.Route.OifName[0]) }},
+		}},
+		{event.PointVXLAN, 0, "nt_vxlan", []field{
+			{"vni", func(e *event.Event) uint64 { return uint64(e.VXLAN.VNI) }},
+			{"remote", func(e *event.Event) uint64 { return addr(e.VXLAN.Remote) }},
+			{"local", func(e *event.Event) uint64 { return addr(e.VXLAN.Local) }},
+			{"port", func(e *event.Event) uint64 { return uint64(e.VXLAN.Port) }},
+		}},
+		{event.PointSYN, 0, "nt_syn", []field{
+			{"laddr", func(e *event.Event) uint64 { return addr(e.SYN.Listener.Addr()) }},
+			{"lport", func(e *event.Event) uint64 { return uint64(e.SYN.Listener.Port()) }},
+			{"outcome", func(e *event.Event) uint64 { return uint64(e.SYN.Outcome) }},
+			{"accept_qlen", func(e *event.Event) uint64 { return uint64(e.SYN.AcceptQueue) }},
+			{"accept_max", func(e *event.Event) uint64 { return uint64(e.SYN.AcceptMax) }},
+			{"syn_qlen", func(e *event.Event) uint64 { return uint64(e.SYN.SYNQueue) }},
+			{"listen_overflows", func(e *event.Event) uint64 { return e.SYN.ListenOverfl }},
+			{"listen_drops", func(e *event.Event) uint64 { return e.SYN.ListenDrops }},
+		}},
+		{event.PointDrop, 0, "nt_drop", []field{
+			{"location", func(e *event.Event) uint64 { return e.Drop.Location }},
+			{"reason", func(e *event.Event) uint64 { return uint64(e.Drop.Reason) }},
+		}},
+		{event.PointTCP, 0, "nt_tcp", []field{
+			{"oldstate", func(e *event.Event) uint64 { return uint64(e.TCP.OldState) }},
+			{"newstate", func(e *event.Event) uint64 { return uint64(e.TCP.NewState) }},
+			{"cookie", func(e *event.Event) uint64 { return e.TCP.Cookie }},
+		}},
+	}
+	for _, p := range payloads {
+		for i, f := range p.fields {
+			off, size := offsetOf(p.payload, f.member)
+			rec := make([]byte, event.RecordSize)
+			rec[24], rec[27] = byte(p.point), p.flags
+			want := uint64(0x21 + i)
+			// Every byte of the member holds part of the value (a value
+			// read from the wrong bytes comes out different).
+			for b := 0; b < size && b < 8; b++ {
+				rec[union+off+b] = byte(want >> (8 * b))
+			}
+			if size >= 2 {
+				want |= uint64(0x5a) << 8
+				rec[union+off+1] = 0x5a
+			}
+			if f.member == "out_ifname" || f.member == "oifname" || f.member == "outcome" || f.member == "oldstate" || f.member == "newstate" {
+				want &= 0xff // one byte read
+			}
+			var e event.Event
+			if err := event.Decode(rec, &e); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.got(&e); got != want {
+				t.Errorf("%s.%s at offset %d: decoded %#x, want %#x", p.payload, f.member, union+off, got, want)
+			}
+		}
+	}
+	seen, _ := offsetOf("nt_event", "skb_seen")
+	rec := make([]byte, event.RecordSize)
+	binary.LittleEndian.PutUint64(rec[seen:], 0x1122334455667788)
+	var e event.Event
+	if err := event.Decode(rec, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.SkbSeen != 0x1122334455667788 {
+		t.Errorf("skb_seen at offset %d decoded as %#x", seen, e.SkbSeen)
 	}
 }

@@ -412,6 +412,9 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 	}
 	t.colls = append(t.colls, coll)
 	t.links = append(t.links, links...)
+	if m.note != "" {
+		notes = append(notes, m.note)
+	}
 	return strings.Join(names, ", "), strings.Join(dedup(notes), "; "), nil
 }
 

@@ -38,6 +38,9 @@ type methodDef struct {
 	// requires says why the method cannot work here, given the points
 	// attached before it (nil: it can).
 	requires func(t *Tracer) error
+	// note says how the method gets the point's facts, where its target
+	// alone does not.
+	note string
 }
 
 type pointDef struct {
@@ -85,7 +88,8 @@ var points = []pointDef{
 		hooked(MethodFentry, []string{"tcp_conn_request"}, "syn_fentry", "syn_fexit"),
 		hooked(MethodKprobe, []string{"tcp_conn_request"}, "syn_kprobe", "syn_kretprobe"),
 		{method: MethodTpBTF, programs: []program{{name: "syn_consume", candidates: []string{"consume_skb"}}},
-			requires: (*Tracer).synConsumeUsable},
+			requires: (*Tracer).synConsumeUsable,
+			note:     "outcome where tcp_rcv_state_process consumes a SYN: queued if its SYN-ACK left first (seen at OUTPUT), else dropped"},
 		{method: MethodUser},
 	}},
 	{name: "drop", load: loadDrop, methods: []methodDef{

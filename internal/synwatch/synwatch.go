@@ -1,9 +1,12 @@
-// Package synwatch is the syn observation point's user-space method, for
-// kernels where tcp_conn_request cannot be probed: a SYN seen entering a
+// Package synwatch is the syn observation point's user-space part. As a
+// method of its own, for kernels where neither tcp_conn_request nor the
+// consume_skb tracepoint's location can be used: a SYN seen entering a
 // namespace's INPUT hook that gets no SYN-ACK back within a grace period is
 // checked against the listener's queues (sock_diag) and the namespace's
 // TcpExt counters, and reported as a syn event. On 6.x a SYN dropped for a
 // full accept queue is consumed, not freed, so no drop event exists for it.
+// Beside the kernel's tracepoint method, it completes a drop the kernel
+// decided but whose listener it did not know with those same numbers.
 package synwatch
 
 import (
@@ -177,6 +180,38 @@ func (w *Watcher) Expire(flush bool, emit func(*event.Event)) {
 			}
 			emit(&e)
 		}
+	}
+}
+
+// Complete fills in, from sock_diag and the TcpExt counters, the queues of
+// a SYN the kernel saw dropped by a listener it knew nothing of (outcome
+// SYNDropUnanswered): the queue that was full names the cause. The event
+// keeps its own time. Other events are left as they are.
+func (w *Watcher) Complete(e *event.Event) {
+	if e.Point != event.PointSYN || e.SYN.Outcome != event.SYNDropUnanswered {
+		return
+	}
+	path, ok := w.paths[e.Netns]
+	if !ok {
+		return
+	}
+	listeners, err := listenersIn(path)
+	if err != nil {
+		return
+	}
+	l, ok := findListener(listeners, e.SYN.Listener.Addr(), e.SYN.Listener.Port())
+	if !ok {
+		return
+	}
+	var delta netstat
+	if c, err := readNetstat(path); err == nil {
+		delta = c.sub(w.counters[e.Netns])
+		w.counters[e.Netns] = c
+	}
+	e.SYN.AcceptQueue, e.SYN.AcceptMax = l.RQueue, l.WQueue
+	e.SYN.ListenDrops, e.SYN.ListenOverfl = delta.listenDrops, delta.listenOverflows
+	if l.RQueue > l.WQueue || (delta.listenOverflows > 0 && l.RQueue >= l.WQueue) {
+		e.SYN.Outcome = event.SYNDropAcceptQueue
 	}
 }
 

@@ -99,6 +99,7 @@ const (
 	FlagInner = 0x01 // Inner is the tuple inside a vxlan encapsulation
 	FlagCT    = 0x02 // CT is the packet's conntrack entry
 	FlagPre   = 0x04 // NAT.Pre is known
+	FlagGroup = 0x08 // received as a link-layer broadcast or multicast
 )
 
 // IP protocol numbers used in tuples.
@@ -281,6 +282,16 @@ type Event struct {
 
 // HasCT says whether the event carries a conntrack entry.
 func (e *Event) HasCT() bool { return e.Flags&FlagCT != 0 }
+
+// ToGroup says whether the packet went to a group or to everyone
+// (multicast, or broadcast by address or on the link): it has no reply.
+func (e *Event) ToGroup() bool {
+	t := e.Tuple
+	if e.HasInner() {
+		t = e.Inner
+	}
+	return e.Flags&FlagGroup != 0 || t.Multicast()
+}
 
 // HasInner says whether the event carries an encapsulated tuple.
 func (e *Event) HasInner() bool { return e.Flags&FlagInner != 0 }

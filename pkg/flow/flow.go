@@ -1,9 +1,11 @@
 // Package flow correlates events into flows: it follows one packet by its
-// skb through NAT, re-routing, encapsulation and namespaces (an skb address
-// recycled for another packet starts a new packet), and groups packets
-// into a flow by conntrack entry and by tuple, both directions together.
-// Time is the events' own (kernel monotonic) time, never the wall clock, so
-// a recording replays into the same flows as the live run.
+// identity through NAT, re-routing, encapsulation and namespaces, and
+// groups packets into a flow by conntrack entry, socket and tuple, both
+// directions together. The kernel recycles the addresses it names objects
+// by, so every identity has a lifetime (identity.go), and flows merge only
+// when nothing says they are two connections (correlate.go). Time is the
+// events' own (kernel monotonic) time, never the wall clock, so a recording
+// replays into the same flows as the live run.
 package flow
 
 import (

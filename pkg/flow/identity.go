@@ -235,7 +235,7 @@ func factsOf(e *event.Event, pt event.Tuple) connFacts {
 			}
 		}
 	}
-	if e.HasCT() && !e.HasInner() && e.CT.Identifies() && !pt.Multicast() {
+	if e.HasCT() && !e.HasInner() && e.CT.Identifies() && !e.ToGroup() {
 		f.ct = ctSeen{netns: e.Netns, k: ctKey(&e.CT)}
 	}
 	if e.Point == event.PointTCP && e.TCP.Cookie != 0 && e.Kind == event.KindTCPState {

@@ -2,26 +2,47 @@ package trace
 
 import (
 	"time"
-
-	"github.com/nettrace-dev/nettrace/internal/kernel"
-	"github.com/nettrace-dev/nettrace/internal/probe"
 )
 
 // Meta describes a recording: everything replay needs that the events do
 // not carry, so that replay never consults the local kernel.
 type Meta struct {
-	Nettrace string         `json:"nettrace"`
-	Created  time.Time      `json:"created"`
-	Host     string         `json:"host"`
-	Kernel   kernel.Facts   `json:"kernel"`
-	Points   []probe.Status `json:"points"`
-	Filter   string         `json:"filter"`
-	SnapLen  uint32         `json:"snaplen"`
+	Nettrace string    `json:"nettrace"`
+	Created  time.Time `json:"created"`
+	Host     string    `json:"host"`
+	Kernel   Kernel    `json:"kernel"`
+	Points   []Point   `json:"points"`
+	Filter   string    `json:"filter"`
+	SnapLen  uint32    `json:"snaplen"`
 	// The clock anchor: kernel monotonic time MonoNS was wall time WallNS.
 	MonoNS int64 `json:"mono_ns"`
 	WallNS int64 `json:"wall_ns"`
 	// DropReasons are the recording kernel's enum skb_drop_reason names.
 	DropReasons map[uint32]string `json:"drop_reasons"`
+}
+
+// Kernel is what a recording says of the kernel it was made on.
+type Kernel struct {
+	Release  string `json:"release"`
+	BTF      bool   `json:"btf"`
+	Lockdown string `json:"lockdown"`
+	Kprobes  bool   `json:"kprobes"`
+}
+
+// Point is how one observation point was attached while recording, or why
+// it could not be.
+type Point struct {
+	Point       string        `json:"point"`
+	Method      string        `json:"method,omitempty"`
+	Target      string        `json:"target,omitempty"`
+	Note        string        `json:"note,omitempty"`
+	Unavailable []Unavailable `json:"unavailable,omitempty"`
+}
+
+// Unavailable is a method a point could not use, and why.
+type Unavailable struct {
+	Method string `json:"method"`
+	Reason string `json:"reason"`
 }
 
 // Wall converts an event time to wall-clock time with the anchor.

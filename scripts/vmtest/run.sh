@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KERNEL=${1:-}
-TIMEOUT=${VMTEST_TIMEOUT:-840}
+TIMEOUT=${VMTEST_TIMEOUT:-1620}
 CACHE=.cache/vmtest
 mkdir -p "$CACHE"
 
@@ -108,8 +108,8 @@ echo "VMTEST: kernel $(uname -r)"
 /nettrace probes
 echo "VMTEST: running tests"
 cd /tmp
-NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab /nettrace.test -test.v -test.count=1 -test.timeout 12m \
-	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestVXLAN|TestSYNAccept|TestLab|TestNoResidue|TestReplayBadInput|TestMethods'
+NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab /nettrace.test -test.v -test.count=1 -test.timeout 25m \
+	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestVXLAN|TestSYNAccept|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'
 if [ $? -eq 0 ]; then echo "VMTEST RESULT: PASS"; else echo "VMTEST RESULT: FAIL"; fi
 poweroff -f
 INIT

@@ -1,0 +1,103 @@
+package flow
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// withSeq gives an event the first bytes of its packet, as the kernel's
+// snapshot carries them, with a TCP sequence number and IP id.
+func withSeq(e event.Event, id uint16, seq uint32) event.Event {
+	e.Packet = tcpPacket(e.Tuple, id, seq, 0)
+	return e
+}
+
+// unreachable is an ICMP host unreachable from router about quoted.
+func unreachable(s *fixture.Seq, skb uint64, where, router string, quoted event.Tuple) event.Event {
+	t := fixture.T(router+":0", quoted.Src.String()+":0", 0)
+	t.Proto, t.Sport, t.Dport = event.ProtoICMP, icmpUnreachable<<8|1, 0
+	e := fixture.Dev(s, skb, where, event.KindDevTx, t)
+	b := make([]byte, 20+8+28)
+	b[0], b[9] = 0x45, event.ProtoICMP
+	b[20] = icmpUnreachable
+	q := b[28:]
+	copy(q, tcpPacket(quoted, 7, 1, 0)[:20])
+	binary.BigEndian.PutUint16(q[20:], quoted.Sport)
+	binary.BigEndian.PutUint16(q[22:], quoted.Dport)
+	e.Packet = b
+	return e
+}
+
+func TestIdentities(t *testing.T) {
+	var s fixture.Seq
+	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	group := func(src string) event.Tuple {
+		t := fixture.T(src+":0", "224.0.0.1:0", 0)
+		t.Proto = 2 // IGMP
+		return t
+	}
+	igmp := group("10.0.0.1")
+	withCT := func(e event.Event, ct *event.Conntrack) event.Event {
+		e.Flags |= event.FlagCT
+		e.CT = *ct
+		return e
+	}
+	state := func(cookie uint64, t event.Tuple, from, to uint8) event.Event {
+		e := fixture.State(&s, 0, "p1", t, from, to)
+		e.TCP.Cookie = cookie
+		return e
+	}
+	tests := []struct {
+		name           string
+		events         []event.Event
+		flows          int
+		contradictions uint64
+	}{
+		{"one tuple in two namespaces, nothing joining them", []event.Event{
+			fixture.Dev(&s, 0x1, "p1/eth0", event.KindDevTx, a),
+			fixture.Dev(&s, 0x2, "p2/eth0", event.KindDevTx, a),
+		}, 2, 0},
+		{"a packet crossing namespaces joins them", []event.Event{
+			fixture.Dev(&s, 0x3, "p1/eth0", event.KindDevTx, a),
+			fixture.Dev(&s, 0x3, "n1/veth", event.KindDevRx, a),
+			fixture.Dev(&s, 0x4, "n1/eth0", event.KindDevTx, a),
+		}, 1, 0},
+		{"a conntrack address freed and reused for another connection", []event.Event{
+			withCT(fixture.Dev(&s, 0x5, "n1/cni0", event.KindDevTx, igmp), fixture.CT(0xc1, igmp, igmp.Reverse(), 0, false)),
+			withCT(fixture.Dev(&s, 0x6, "n1/eth0", event.KindDevTx, a), fixture.CT(0xc1, a, a.Reverse(), event.CTConfirmed, false)),
+		}, 2, 0},
+		{"a multicast datagram's conntrack entry joins nothing", []event.Event{
+			withCT(fixture.Dev(&s, 0x7, "n1/cni0", event.KindDevTx, igmp), fixture.CT(0xc2, igmp, igmp.Reverse(), event.CTConfirmed, false)),
+			withCT(fixture.Dev(&s, 0x8, "n1/veth", event.KindDevTx, group("10.0.0.3")),
+				fixture.CT(0xc2, igmp, igmp.Reverse(), event.CTConfirmed, false)),
+		}, 2, 0},
+		{"a source port reused by a new connection (new ISN)", []event.Event{
+			withSeq(fixture.Dev(&s, 0x9, "p1/eth0", event.KindDevTx, a), 1, 1000),
+			withSeq(fixture.Dev(&s, 0xa, "p1/eth0", event.KindDevTx, a), 2, 5000),
+		}, 2, 1},
+		{"a retransmitted SYN (same ISN) is the same connection", []event.Event{
+			withSeq(fixture.Dev(&s, 0xb, "p1/eth0", event.KindDevTx, a), 1, 1000),
+			withSeq(fixture.Dev(&s, 0xc, "p1/eth0", event.KindDevTx, a), 2, 1000),
+		}, 1, 0},
+		{"a new socket at a freed one's tuple", []event.Event{
+			state(101, a, 2, 1),
+			state(101, a, 1, 7),
+			state(102, fixture.T("10.0.0.1:0", "10.0.0.2:80", 0), 7, 2), // not yet bound
+			state(102, a, 2, 1),
+		}, 2, 1},
+		{"an ICMP error joins the flow of the packet it quotes", []event.Event{
+			fixture.Dev(&s, 0xd, "n1/eth0", event.KindDevTx, a),
+			unreachable(&s, 0xe, "n1/eth0", "10.0.0.254", a),
+		}, 1, 0},
+	}
+	for _, tt := range tests {
+		c, flows := run(DefaultConfig, tt.events)
+		if len(flows) != tt.flows || c.Stats().Contradictions != tt.contradictions {
+			t.Errorf("%s: %d flows, %d contradictions; want %d, %d", tt.name, len(flows), c.Stats().Contradictions,
+				tt.flows, tt.contradictions)
+		}
+	}
+}
