@@ -139,7 +139,7 @@ func (r labRun) explained(t *testing.T, rule string, facts ...string) []output.J
 	var got []output.JSONExplanation
 	for _, x := range r.explanations {
 		if x.Rule != rule {
-			t.Errorf("unexpected finding %s: %s", x.Rule, x.Summary)
+			t.Errorf("unexpected finding %s: %s%s", x.Rule, x.Summary, r.flowOf(x))
 			continue
 		}
 		got = append(got, x)
@@ -159,11 +159,21 @@ func (r labRun) explained(t *testing.T, rule string, facts ...string) []output.J
 func (r labRun) healthy(t *testing.T) {
 	t.Helper()
 	for _, x := range r.explanations {
-		t.Errorf("false positive on the healthy twin: %s: %s", x.Rule, x.Summary)
+		t.Errorf("false positive on the healthy twin: %s: %s%s", x.Rule, x.Summary, r.flowOf(x))
 	}
 	if len(r.flows) == 0 {
 		t.Errorf("no flow reported")
 	}
+}
+
+// flowOf renders the flow an explanation is about, for failure messages.
+func (r labRun) flowOf(x output.JSONExplanation) string {
+	for _, f := range r.flows {
+		if f.ID == x.Flow.ID {
+			return "\nits flow:\n" + dump([]output.JSONFlow{f})
+		}
+	}
+	return ""
 }
 
 // reroutedVia says whether a DNATed packet was re-routed out of dev: the

@@ -108,10 +108,7 @@ func pathTuple(t event.Tuple) key {
 // addresses, ports and checksums only). It reads the inner packet of an
 // encapsulated one; zero when the event carries no packet bytes.
 func fingerprint(e *event.Event) uint64 {
-	pkt := e.Packet
-	if e.HasInner() {
-		pkt = vxlanInner(pkt)
-	}
+	pkt := connBytes(e)
 	hl, proto, ok := ipHeader(pkt)
 	if !ok {
 		return 0
@@ -227,7 +224,7 @@ const (
 func factsOf(e *event.Event, pt event.Tuple) connFacts {
 	f := connFacts{isnDir: -1}
 	if pt.Proto == event.ProtoTCP && pt.TCPFlags&tcpSYN != 0 && e.Point != event.PointTCP {
-		if seq, ok := tcpSeq(e.Packet, e.HasInner()); ok {
+		if seq, ok := tcpSeq(connBytes(e)); ok {
 			f.isn = seq
 			f.isnDir = 0
 			if pt.TCPFlags&tcpACK != 0 {
@@ -354,12 +351,37 @@ func vxlanInner(b []byte) []byte {
 	return b[hl+30:]
 }
 
-// tcpSeq reads the sequence number of a TCP segment from the packet's
-// first bytes (the inner packet's, for an encapsulated one).
-func tcpSeq(pkt []byte, inner bool) (uint32, bool) {
-	if inner {
-		pkt = vxlanInner(pkt)
+// carries says whether an IPv4 header holds a tuple's addresses.
+func carries(b []byte, t event.Tuple) bool {
+	if _, _, ok := ipHeader(b); !ok || !t.Src.Is4() || !t.Dst.Is4() {
+		return false
 	}
+	return [4]byte(b[12:16]) == t.Src.As4() && [4]byte(b[16:20]) == t.Dst.As4()
+}
+
+// connBytes returns the bytes of the packet an event's connection tuple
+// is about: the packet itself, or the one inside its encapsulation. Where
+// a point snapshots an encapsulated packet matters: the tunnel function
+// runs before the outer headers exist, the device after. Bytes that hold
+// neither tuple are not trusted.
+func connBytes(e *event.Event) []byte {
+	if !e.HasInner() {
+		if carries(e.Packet, e.Tuple) {
+			return e.Packet
+		}
+		return nil
+	}
+	if carries(e.Packet, e.Inner) {
+		return e.Packet
+	}
+	if in := vxlanInner(e.Packet); carries(in, e.Inner) {
+		return in
+	}
+	return nil
+}
+
+// tcpSeq reads the sequence number of a TCP segment's first bytes.
+func tcpSeq(pkt []byte) (uint32, bool) {
 	hl, proto, ok := ipHeader(pkt)
 	if !ok || proto != event.ProtoTCP || len(pkt) < hl+8 {
 		return 0, false
@@ -390,10 +412,7 @@ func quotedTuple(e *event.Event) (event.Tuple, bool) {
 	default:
 		return event.Tuple{}, false
 	}
-	pkt := e.Packet
-	if e.HasInner() {
-		pkt = vxlanInner(pkt)
-	}
+	pkt := connBytes(e)
 	hl, _, ok := ipHeader(pkt)
 	if !ok || len(pkt) < hl+icmpErrorQuoteOff {
 		return event.Tuple{}, false

@@ -21,13 +21,29 @@ func unreachable(s *fixture.Seq, skb uint64, where, router string, quoted event.
 	t.Proto, t.Sport, t.Dport = event.ProtoICMP, icmpUnreachable<<8|1, 0
 	e := fixture.Dev(s, skb, where, event.KindDevTx, t)
 	b := make([]byte, 20+8+28)
-	b[0], b[9] = 0x45, event.ProtoICMP
+	copy(b, tcpPacket(t, 9, 0, 0)[:20])
+	b[9] = event.ProtoICMP
 	b[20] = icmpUnreachable
 	q := b[28:]
 	copy(q, tcpPacket(quoted, 7, 1, 0)[:20])
 	binary.BigEndian.PutUint16(q[20:], quoted.Sport)
 	binary.BigEndian.PutUint16(q[22:], quoted.Dport)
 	e.Packet = b
+	return e
+}
+
+// encapSnapshot gives an encapsulation event the bytes its point captures:
+// the inner packet alone (a tunnel function, before the outer headers
+// exist) or after the outer IP, UDP, vxlan and Ethernet headers (a device).
+func encapSnapshot(e event.Event, id uint16, seq uint32, outer bool) event.Event {
+	inner := tcpPacket(e.Inner, id, seq, 0)
+	if !outer {
+		e.Packet = inner
+		return e
+	}
+	b := append(tcpPacket(e.Tuple, 77, 0, 0)[:20], make([]byte, 30)...)
+	b[9] = event.ProtoUDP
+	e.Packet = append(b, inner...)
 	return e
 }
 
@@ -88,6 +104,11 @@ func TestIdentities(t *testing.T) {
 			state(102, fixture.T("10.0.0.1:0", "10.0.0.2:80", 0), 7, 2), // not yet bound
 			state(102, a, 2, 1),
 		}, 2, 1},
+		{"a tunnel function's snapshot is the inner packet, a device's the outer", []event.Event{
+			withSeq(fixture.Dev(&s, 0x10, "n1/flannel.1", event.KindDevTx, a), 3, 1000),
+			encapSnapshot(fixture.Encap(&s, 0x10, "n1/eth0", a, "172.20.0.1", "172.20.0.2", 1), 3, 1000, false),
+			encapSnapshot(fixture.Encap(&s, 0x10, "n1/eth0", a, "172.20.0.1", "172.20.0.2", 1), 3, 1000, true),
+		}, 1, 0},
 		{"an ICMP error joins the flow of the packet it quotes", []event.Event{
 			fixture.Dev(&s, 0xd, "n1/eth0", event.KindDevTx, a),
 			unreachable(&s, 0xe, "n1/eth0", "10.0.0.254", a),
@@ -98,6 +119,41 @@ func TestIdentities(t *testing.T) {
 		if len(flows) != tt.flows || c.Stats().Contradictions != tt.contradictions {
 			t.Errorf("%s: %d flows, %d contradictions; want %d, %d", tt.name, len(flows), c.Stats().Contradictions,
 				tt.flows, tt.contradictions)
+		}
+	}
+}
+
+// The bytes a connection's facts are read from: the packet, or the one it
+// encapsulates, whichever the point captured; never bytes that hold
+// neither tuple.
+func TestConnBytes(t *testing.T) {
+	var s fixture.Seq
+	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	enc := fixture.Encap(&s, 0x1, "n1/eth0", a, "172.20.0.1", "172.20.0.2", 1)
+	plain := withSeq(fixture.Dev(&s, 0x1, "n1/flannel.1", event.KindDevTx, a), 3, 1000)
+	stale := plain
+	stale.Tuple = fixture.T("10.0.0.9:1000", "10.0.0.2:80", fixture.SYN)
+	tests := []struct {
+		name string
+		e    event.Event
+		want bool // the bytes of the connection's packet are found
+	}{
+		{"a packet", plain, true},
+		{"a tunnel function's snapshot: the inner packet", encapSnapshot(enc, 3, 1000, false), true},
+		{"a device's snapshot: outer headers first", encapSnapshot(enc, 3, 1000, true), true},
+		{"bytes of another packet", stale, false},
+	}
+	for _, tt := range tests {
+		b := connBytes(&tt.e)
+		want := tt.e.Tuple
+		if tt.e.HasInner() {
+			want = tt.e.Inner
+		}
+		if got := carries(b, want); got != tt.want {
+			t.Errorf("%s: found %v, want %v", tt.name, got, tt.want)
+		}
+		if seq, ok := tcpSeq(b); tt.want && (!ok || seq != 1000) {
+			t.Errorf("%s: sequence %d (%v), want 1000", tt.name, seq, ok)
 		}
 	}
 }

@@ -88,7 +88,7 @@ func (s *synthesizer) packet(c *synthConn, reply bool, flags uint8, seq, ack uin
 	}
 	addr, seen := s.skb()
 	s.ipID++
-	pkt := tcpPacket(client, s.ipID, seq, ack)
+	id := s.ipID
 	ct := event.Conntrack{ID: c.ct, Status: event.CTConfirmed, Orig: called, Reply: client.Reverse()}
 	ct.Orig.TCPFlags, ct.Reply.TCPFlags = 0, 0
 	if c.viaService {
@@ -104,7 +104,7 @@ func (s *synthesizer) packet(c *synthConn, reply bool, flags uint8, seq, ack uin
 				t, pre = after, after
 			}
 			e := event.Event{Time: s.tick(), Skb: addr, SkbSeen: seen, Netns: h.ns, Point: h.point, Kind: h.kind, Hook: h.hook,
-				CPU: c.id, Tuple: t, Packet: pkt}
+				CPU: c.id, Tuple: t, Packet: tcpPacket(t, id, seq, ack)}
 			if h.point == event.PointNAT {
 				e.Flags |= event.FlagPre
 				e.NAT.Pre = pre
@@ -125,7 +125,6 @@ func (s *synthesizer) packet(c *synthConn, reply bool, flags uint8, seq, ack uin
 	}
 	back := client.Reverse()
 	back.TCPFlags = flags
-	pkt = tcpPacket(back, s.ipID, seq, ack)
 	seenByClient := back
 	if c.viaService {
 		seenByClient.Src = serviceIP
