@@ -199,3 +199,32 @@ func TestSYNAcceptQueueFull(t *testing.T) {
 		t.Errorf("queue numbers %d/%d, want >=2/1", s.SYN.AcceptQueue, s.SYN.AcceptMax)
 	}
 }
+
+// nettrace is started on a node already in trouble: the accept queue
+// filled before it attached, so it never saw the listener answer anyone.
+// The SYNs dropped next are still reported with the listener's queues
+// (from sock_diag where the kernel program could not know the listener).
+func TestSYNAcceptQueueFullBeforeTheStart(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	veth(t, client, "c0", "10.98.4.1/24", server, "s0", "10.98.4.2/24")
+	listen(t, server, "10.98.4.2:8443", 1, false)
+	for i := 0; i < 2; i++ {
+		if err := dial(t, client, "", "10.98.4.2:8443", time.Second); err != nil {
+			t.Fatalf("filling the accept queue: %v", err)
+		}
+	}
+	w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
+	dial(t, client, "", "10.98.4.2:8443", 1500*time.Millisecond)
+	events := w.stop(t).events
+
+	syns := find(events, func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped })
+	if len(syns) == 0 {
+		t.Fatalf("no dropped SYN reported:\n%s", dump(events))
+	}
+	for _, s := range syns {
+		if s.SYN.Outcome != "dropped: accept queue full" || s.SYN.Listener != "10.98.4.2:8443" || s.Netns != server ||
+			s.SYN.AcceptMax != 1 || s.SYN.AcceptQueue < 2 {
+			t.Errorf("syn event %+v in %s, want accept queue full (2/1) at 10.98.4.2:8443 in %s", s.SYN, s.Netns, server)
+		}
+	}
+}

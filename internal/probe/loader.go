@@ -353,6 +353,11 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 	replacements := make(map[string]*ebpf.Map, len(t.maps))
 	for name, mp := range t.maps {
 		replacements[name] = mp
+		// A shared map created with another size than the object's
+		// (--ring-size) replaces it only if the object says that size too.
+		if ms := spec.Maps[name]; ms != nil {
+			ms.MaxEntries = mp.MaxEntries()
+		}
 	}
 	fail := func(err error) (string, string, error) {
 		err = t.explain(m.method, err)

@@ -18,6 +18,7 @@ func benchEvents(conns int) []event.Event {
 	for c := 0; c < conns; c++ {
 		for _, e := range base {
 			fixture.Repeat(&e, c, 200_000)
+			fixture.Snapshot(&e, uint16(e.Skb), uint32(e.Skb))
 			out = append(out, e)
 		}
 	}

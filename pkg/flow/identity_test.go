@@ -11,7 +11,7 @@ import (
 // withSeq gives an event the first bytes of its packet, as the kernel's
 // snapshot carries them, with a TCP sequence number and IP id.
 func withSeq(e event.Event, id uint16, seq uint32) event.Event {
-	e.Packet = tcpPacket(e.Tuple, id, seq, 0)
+	e.Packet = fixture.TCPPacket(e.Tuple, id, seq, 0)
 	return e
 }
 
@@ -21,11 +21,11 @@ func unreachable(s *fixture.Seq, skb uint64, where, router string, quoted event.
 	t.Proto, t.Sport, t.Dport = event.ProtoICMP, icmpUnreachable<<8|1, 0
 	e := fixture.Dev(s, skb, where, event.KindDevTx, t)
 	b := make([]byte, 20+8+28)
-	copy(b, tcpPacket(t, 9, 0, 0)[:20])
+	copy(b, fixture.TCPPacket(t, 9, 0, 0)[:20])
 	b[9] = event.ProtoICMP
 	b[20] = icmpUnreachable
 	q := b[28:]
-	copy(q, tcpPacket(quoted, 7, 1, 0)[:20])
+	copy(q, fixture.TCPPacket(quoted, 7, 1, 0)[:20])
 	binary.BigEndian.PutUint16(q[20:], quoted.Sport)
 	binary.BigEndian.PutUint16(q[22:], quoted.Dport)
 	e.Packet = b
@@ -36,12 +36,12 @@ func unreachable(s *fixture.Seq, skb uint64, where, router string, quoted event.
 // the inner packet alone (a tunnel function, before the outer headers
 // exist) or after the outer IP, UDP, vxlan and Ethernet headers (a device).
 func encapSnapshot(e event.Event, id uint16, seq uint32, outer bool) event.Event {
-	inner := tcpPacket(e.Inner, id, seq, 0)
+	inner := fixture.TCPPacket(e.Inner, id, seq, 0)
 	if !outer {
 		e.Packet = inner
 		return e
 	}
-	b := append(tcpPacket(e.Tuple, 77, 0, 0)[:20], make([]byte, 30)...)
+	b := append(fixture.TCPPacket(e.Tuple, 77, 0, 0)[:20], make([]byte, 30)...)
 	b[9] = event.ProtoUDP
 	e.Packet = append(b, inner...)
 	return e

@@ -1,11 +1,11 @@
 package flow
 
 import (
-	"encoding/binary"
 	"math/rand"
 	"net/netip"
 	"testing"
 
+	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
@@ -62,22 +62,6 @@ func (s *synthesizer) skb() (uint64, uint64) {
 	return a, s.seen[a]
 }
 
-func tcpPacket(t event.Tuple, id uint16, seq, ack uint32) []byte {
-	b := make([]byte, 40)
-	b[0] = 0x45
-	binary.BigEndian.PutUint16(b[4:], id)
-	b[9] = event.ProtoTCP
-	s4, d4 := t.Src.As4(), t.Dst.As4()
-	copy(b[12:], s4[:])
-	copy(b[16:], d4[:])
-	binary.BigEndian.PutUint16(b[20:], t.Sport)
-	binary.BigEndian.PutUint16(b[22:], t.Dport)
-	binary.BigEndian.PutUint32(b[24:], seq)
-	binary.BigEndian.PutUint32(b[28:], ack)
-	b[33] = t.TCPFlags
-	return b
-}
-
 // packet writes one packet of c: from the client through the node to the
 // server (request), or back (reply).
 func (s *synthesizer) packet(c *synthConn, reply bool, flags uint8, seq, ack uint32) {
@@ -104,7 +88,7 @@ func (s *synthesizer) packet(c *synthConn, reply bool, flags uint8, seq, ack uin
 				t, pre = after, after
 			}
 			e := event.Event{Time: s.tick(), Skb: addr, SkbSeen: seen, Netns: h.ns, Point: h.point, Kind: h.kind, Hook: h.hook,
-				CPU: c.id, Tuple: t, Packet: tcpPacket(t, id, seq, ack)}
+				CPU: c.id, Tuple: t, Packet: fixture.TCPPacket(t, id, seq, ack)}
 			if h.point == event.PointNAT {
 				e.Flags |= event.FlagPre
 				e.NAT.Pre = pre
