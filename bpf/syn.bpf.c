@@ -2,9 +2,11 @@
 /*
  * syn: a SYN at a listening socket, its queues and what became of it.
  *
- * tcp_conn_request returns 0 whether it queued the SYN or dropped it, so
- * the outcome is read from the listener: a request socket added to the SYN
- * queue means queued; otherwise the queue state at entry names the cause.
+ * tcp_conn_request returns 0 whether it queued the SYN or dropped it: a
+ * request hashed into the SYN queue during the call
+ * (inet_csk_reqsk_queue_hash_add) means queued; otherwise the listener's
+ * queues at entry name the cause (a syncookie answer counts as a full SYN
+ * queue).
  *
  * Kernels without kprobes or fentry: a SYN handed to a listener is
  * consumed in tcp_rcv_state_process whatever became of it (a full accept
@@ -29,17 +31,16 @@ struct syn_queues {
 	__u32 accept_max;
 };
 
-/* fentry/fexit: the queues at entry, by skb, so that two SYNs on two CPUs
- * (both in softirq, where there is no task to key by) stay apart. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, struct syn_queues);
-} syn_calls SEC(".maps");
-
-/* kprobe/kretprobe: the same on this CPU's call stack (see nt_call_push). */
+/* The calls to tcp_conn_request in progress on this CPU, innermost last,
+ * with the listener's queues at entry and whether a request was queued.
+ * Not keyed by skb: the request is queued in a nested call
+ * (inet_csk_reqsk_queue_hash_add) that knows the listener and the request
+ * but not the SYN. Queued-or-not cannot be read from the queue lengths
+ * either: another CPU completes or adds requests meanwhile. A softirq that
+ * interrupts a call on this CPU finishes before it (see nt_call_push). */
 NT_CALL_STACK(syn_stack);
+
+#define SYN_QUEUED_MARK 3 /* nt_call.v index: a request was queued */
 
 static __always_inline void syn_read_queues(struct sock *sk, struct syn_queues *q)
 {
@@ -101,69 +102,85 @@ static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u
 	nt_submit_skb(&e, skb, false, false);
 }
 
-/* After tcp_conn_request: a request socket added to the SYN queue means
- * the SYN was queued. */
-static __always_inline void syn_done(struct sock *sk, struct sk_buff *skb, const struct syn_queues *at_entry)
+static __always_inline void syn_begin(struct sock *sk, struct sk_buff *skb)
 {
-	struct syn_queues now;
-
-	syn_read_queues(sk, &now);
-	syn_report(sk, skb, now.syn_qlen > at_entry->syn_qlen ? NT_SYN_QUEUED : syn_drop_cause(at_entry),
-		   at_entry);
-}
-
-SEC("fentry/tcp_conn_request")
-int BPF_PROG(syn_fentry, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb)
-{
-	__u64 key = (__u64)skb;
-	struct syn_queues q;
-
-	syn_read_queues(sk, &q);
-	bpf_map_update_elem(&syn_calls, &key, &q, BPF_ANY);
-	return 0;
-}
-
-SEC("fexit/tcp_conn_request")
-int BPF_PROG(syn_fexit, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb, int ret)
-{
-	__u64 key = (__u64)skb;
-	struct syn_queues *q = bpf_map_lookup_elem(&syn_calls, &key);
-	struct syn_queues at_entry;
-
-	if (!q)
-		return 0;
-	at_entry = *q;
-	bpf_map_delete_elem(&syn_calls, &key);
-	syn_done(sk, skb, &at_entry);
-	return 0;
-}
-
-SEC("kprobe/tcp_conn_request")
-int BPF_KPROBE(syn_kprobe, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb)
-{
-	struct syn_queues q;
 	struct nt_call call = { .obj = (__u64)skb, .aux = (__u64)sk };
+	struct syn_queues q;
 
 	syn_read_queues(sk, &q);
 	call.v[0] = q.syn_qlen;
 	call.v[1] = q.accept_qlen;
 	call.v[2] = q.accept_max;
 	nt_call_push(&syn_stack, &call);
+}
+
+/* The innermost call queued a request for its SYN. */
+static __always_inline void syn_queued(void)
+{
+	__u32 key = 0;
+	struct nt_call_stack *s = bpf_map_lookup_elem(&syn_stack, &key);
+	__u32 d;
+
+	if (!s || s->depth == 0)
+		return;
+	d = s->depth - 1;
+	if (d < NT_CALL_DEPTH)
+		s->calls[d & (NT_CALL_DEPTH - 1)].v[SYN_QUEUED_MARK] = 1;
+}
+
+static __always_inline void syn_end(void)
+{
+	struct nt_call call;
+	struct syn_queues q;
+
+	if (!nt_call_pop(&syn_stack, &call))
+		return;
+	q.syn_qlen = call.v[0];
+	q.accept_qlen = call.v[1];
+	q.accept_max = call.v[2];
+	syn_report((struct sock *)call.aux, (struct sk_buff *)call.obj,
+		   call.v[SYN_QUEUED_MARK] ? NT_SYN_QUEUED : syn_drop_cause(&q), &q);
+}
+
+SEC("fentry/tcp_conn_request")
+int BPF_PROG(syn_fentry, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb)
+{
+	syn_begin(sk, skb);
+	return 0;
+}
+
+SEC("fentry/inet_csk_reqsk_queue_hash_add")
+int BPF_PROG(syn_fentry_queued)
+{
+	syn_queued();
+	return 0;
+}
+
+SEC("fexit/tcp_conn_request")
+int BPF_PROG(syn_fexit)
+{
+	syn_end();
+	return 0;
+}
+
+SEC("kprobe/tcp_conn_request")
+int BPF_KPROBE(syn_kprobe, void *rsk_ops, void *af_ops, struct sock *sk, struct sk_buff *skb)
+{
+	syn_begin(sk, skb);
+	return 0;
+}
+
+SEC("kprobe/inet_csk_reqsk_queue_hash_add")
+int BPF_KPROBE(syn_kprobe_queued)
+{
+	syn_queued();
 	return 0;
 }
 
 SEC("kretprobe/tcp_conn_request")
 int BPF_KRETPROBE(syn_kretprobe)
 {
-	struct nt_call call;
-	struct syn_queues q;
-
-	if (!nt_call_pop(&syn_stack, &call))
-		return 0;
-	q.syn_qlen = call.v[0];
-	q.accept_qlen = call.v[1];
-	q.accept_max = call.v[2];
-	syn_done((struct sock *)call.aux, (struct sk_buff *)call.obj, &q);
+	syn_end();
 	return 0;
 }
 

@@ -420,7 +420,7 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 	if m.note != "" {
 		notes = append(notes, m.note)
 	}
-	return strings.Join(names, ", "), strings.Join(dedup(notes), "; "), nil
+	return strings.Join(dedup(names), ", "), strings.Join(dedup(notes), "; "), nil
 }
 
 func dedup(s []string) []string {

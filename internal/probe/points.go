@@ -85,8 +85,16 @@ var points = []pointDef{
 		hooked(MethodTpBTF, []string{"net_dev_start_xmit"}, "vxlan_dev_xmit"),
 	}},
 	{name: "syn", load: loadSyn, methods: []methodDef{
-		hooked(MethodFentry, []string{"tcp_conn_request"}, "syn_fentry", "syn_fexit"),
-		hooked(MethodKprobe, []string{"tcp_conn_request"}, "syn_kprobe", "syn_kretprobe"),
+		{method: MethodFentry, programs: []program{
+			{name: "syn_fentry", candidates: []string{"tcp_conn_request"}},
+			{name: "syn_fentry_queued", candidates: []string{"inet_csk_reqsk_queue_hash_add"}},
+			{name: "syn_fexit", candidates: []string{"tcp_conn_request"}},
+		}},
+		{method: MethodKprobe, programs: []program{
+			{name: "syn_kprobe", candidates: []string{"tcp_conn_request"}},
+			{name: "syn_kprobe_queued", candidates: []string{"inet_csk_reqsk_queue_hash_add"}},
+			{name: "syn_kretprobe", candidates: []string{"tcp_conn_request"}},
+		}},
 		{method: MethodTpBTF, programs: []program{{name: "syn_consume", candidates: []string{"consume_skb"}}},
 			requires: (*Tracer).synConsumeUsable,
 			note:     "outcome where tcp_rcv_state_process consumes a SYN: queued if its SYN-ACK left first (seen at OUTPUT), else dropped"},
