@@ -26,6 +26,7 @@ NT_CALL_STACK(nat_calls);
 static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt_tuple *t, __u32 netns)
 {
 	struct listener_key lk = { .netns = netns, .port = t->sport };
+	struct synack_ring *ring;
 	struct synack_slot *slot;
 	struct sock *sk;
 	__u64 listener;
@@ -33,9 +34,11 @@ static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt
 
 	if (t->proto != IPPROTO_TCP || (t->tcp_flags & TCP_FLAGS_SYNACK) != TCP_FLAGS_SYNACK)
 		return;
-	slot = bpf_map_lookup_elem(&synack_slots, &key);
-	if (!slot)
+	ring = bpf_map_lookup_elem(&synack_slots, &key);
+	if (!ring)
 		return;
+	/* Masked for the verifier, which needs the index bounded. */
+	slot = &ring->slots[ring->next++ & (NT_SYNACK_SLOTS - 1)];
 	slot->ts = bpf_ktime_get_ns();
 	slot->tuple = *t;
 	slot->req = 0;

@@ -184,10 +184,23 @@ int BPF_KRETPROBE(syn_kretprobe)
 	return 0;
 }
 
-static __always_inline bool syn_answers(const struct synack_slot *s, const struct nt_tuple *syn, __u64 now)
+/* The SYN-ACK this CPU sent for a SYN, if it sent one just now. */
+static __always_inline const struct synack_slot *syn_answer(const struct nt_tuple *syn)
 {
-	return s->ts && now - s->ts < SYNACK_WINDOW_NS && s->tuple.saddr == syn->daddr &&
-	       s->tuple.daddr == syn->saddr && s->tuple.sport == syn->dport && s->tuple.dport == syn->sport;
+	__u32 key = 0;
+	struct synack_ring *ring = bpf_map_lookup_elem(&synack_slots, &key);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!ring)
+		return NULL;
+	for (int i = 0; i < NT_SYNACK_SLOTS; i++) {
+		const struct synack_slot *s = &ring->slots[i];
+
+		if (s->ts && now - s->ts < SYNACK_WINDOW_NS && s->tuple.saddr == syn->daddr &&
+		    s->tuple.daddr == syn->saddr && s->tuple.sport == syn->dport && s->tuple.dport == syn->sport)
+			return s;
+	}
+	return NULL;
 }
 
 /* Must be attached before the drop point's consume_skb program, which
@@ -195,13 +208,12 @@ static __always_inline bool syn_answers(const struct synack_slot *s, const struc
 SEC("tp_btf/consume_skb")
 int BPF_PROG(syn_consume, struct sk_buff *skb, void *location)
 {
+	const struct synack_slot *answer;
 	struct listener_key lk = {};
 	struct syn_queues q = {};
-	struct synack_slot *slot;
 	struct sock *listener = NULL;
 	struct nt_tuple t = {};
 	__u64 *found;
-	__u32 key = 0;
 	__u8 outcome;
 
 	/* Every packet the host consumes passes here: the location test,
@@ -224,9 +236,9 @@ int BPF_PROG(syn_consume, struct sk_buff *skb, void *location)
 	}
 	if (listener)
 		syn_read_queues(listener, &q);
-	slot = bpf_map_lookup_elem(&synack_slots, &key);
-	if (slot && syn_answers(slot, &t, bpf_ktime_get_ns()))
-		outcome = slot->req ? NT_SYN_QUEUED : NT_SYN_DROP_SYN_QUEUE;
+	answer = syn_answer(&t);
+	if (answer)
+		outcome = answer->req ? NT_SYN_QUEUED : NT_SYN_DROP_SYN_QUEUE;
 	else if (listener)
 		outcome = syn_drop_cause(&q);
 	else

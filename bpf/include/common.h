@@ -145,21 +145,30 @@ struct {
 	__type(value, __u64);
 } skb_ids SEC(".maps");
 
-/* The last SYN-ACK this CPU sent, written at the OUTPUT hook. A listener
+/* The last SYN-ACKs this CPU sent, written at the OUTPUT hook. A listener
  * answers a SYN inside tcp_conn_request, before the SYN is consumed on the
- * same CPU: the syn point's tracepoint method reads it there to tell a
- * queued SYN from a dropped one. */
+ * same CPU: the syn point's tracepoint method looks for its answer there to
+ * tell a queued SYN from a dropped one. Several, not one: a softirq may
+ * answer another SYN between a process-context answer and its consume. */
+#define NT_SYNACK_SLOTS 4
+
 struct synack_slot {
 	__u64 ts;
 	__u64 req; /* the request socket, 0 for a syncookie SYN-ACK */
 	struct nt_tuple tuple;
 };
 
+struct synack_ring {
+	__u32 next;
+	__u32 _pad;
+	struct synack_slot slots[NT_SYNACK_SLOTS];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct synack_slot);
+	__type(value, struct synack_ring);
 } synack_slots SEC(".maps");
 
 /* Listening sockets by namespace and port, learnt from the request sockets

@@ -28,8 +28,8 @@ type Stats struct {
 	Evicted uint64 // of those, ended early because MaxFlows was reached
 	// Contradictions counts events that named a known flow (by tuple,
 	// conntrack entry or socket) but belonged to another connection (a
-	// new initial sequence number, conntrack entry or socket): each
-	// started a new flow instead of joining.
+	// new initial sequence number, conntrack entry or socket): the key
+	// passed to the new connection's flow instead of joining the two.
 	Contradictions uint64
 	Active         int
 }
@@ -214,8 +214,8 @@ func connTuple(e *event.Event) event.Tuple {
 	return packetTuple(e)
 }
 
-// Add correlates one event. Flows that end because of it (idle, evicted,
-// or contradicted by a new connection on their tuple) are passed to done.
+// Add correlates one event. Flows that end because of it (idle, or evicted
+// at the flow limit) are passed to done.
 func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	if e.Time > c.now {
 		c.now = e.Time
@@ -244,10 +244,12 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 			continue
 		}
 		if !g.conn.agrees(&facts) || (f != nil && !f.conn.compatible(&g.conn)) {
-			// Another connection at a key this one reuses: that one is
-			// over, and this key is this connection's from now on.
+			// Another connection at a key this one reuses: the key is
+			// this connection's from now on. That one keeps its other
+			// keys, its packets still in flight (a reset overtaken by the
+			// new SYN) still join it by their own identity, and it ends
+			// when idle.
 			c.stats.Contradictions++
-			c.end(g, done)
 			continue
 		}
 		found[i] = g
