@@ -223,11 +223,14 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 	if !r.reroutedVia(dnat, "flannel.1") {
 		t.Errorf("no re-route out of flannel.1 after the DNAT (nat out_dev %q)", dnat.OutDev)
 	}
+	// The scenario's connection, not the background traffic's.
 	post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
-		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e)
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) &&
+			e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
 	})
 	encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
-		return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP
+		return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP &&
+			e.Inner.Dport == lab.PodPort
 	})
 	if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
 		t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
@@ -279,7 +282,8 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 		}
 		r.forbid(t, "a dropped SYN", dropped)
 		r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
-			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1")
+			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1") &&
+				e.SYN.Listener == fmt.Sprintf("%s:%d", lab.Pod1IP, lab.PodPort)
 		})
 		r.healthy(t)
 		return
