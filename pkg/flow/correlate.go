@@ -110,8 +110,8 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 			n++
 		}
 	}
-	if facts.ct.k.kind != 0 {
-		keys[n] = facts.ct.k
+	if facts.ctKey.kind != 0 {
+		keys[n] = facts.ctKey
 		n++
 	}
 	if e.Point == event.PointTCP && e.TCP.Cookie != 0 {
@@ -121,7 +121,7 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 	if partial(e) {
 		return n, skb
 	}
-	if facts.ct.k.kind != 0 {
+	if facts.ctKey.kind != 0 {
 		// In a namespace with conntrack, its tuples name the connection:
 		// no two entries share one once confirmed. The packet's own tuple
 		// may not: between a DNAT and the SNAT that resolves a clash (two

@@ -187,19 +187,34 @@ const skbGap = uint64(time.Second)
 type connFacts struct {
 	isn    uint32 // initial sequence number of a SYN (dir 0) or SYN-ACK (dir 1)
 	isnDir int8   // -1: none
+	ctKey  key    // the conntrack entry's key, when it identifies the connection
 	ct     ctSeen
 	sock   sockSeen
 }
 
+// ctSeen and sockSeen hold keys by their sums: a flow keeps several, and
+// only ever compares them.
 type ctSeen struct {
 	netns uint32
-	k     key
+	sum   uint64 // of the entry's key
 }
 
 type sockSeen struct {
 	netns  uint32
-	conn   key // the socket's tuple: one socket holds it at a time
+	conn   uint64 // sum of the socket's tuple: one socket holds it at a time
 	cookie uint64
+}
+
+// sum folds a key into 64 bits (equal keys, equal sums; unequal keys
+// collide with odds of 2^-64).
+func (k key) sum() uint64 {
+	h := uint64(14695981039346656037)
+	for _, v := range [...]uint64{k.id, k.aux, k.a, k.b, uint64(k.netns)<<32 | uint64(k.epoch), uint64(k.kind)<<8 | uint64(k.proto)} {
+		h ^= v
+		h *= 1099511628211
+		h ^= h >> 29
+	}
+	return h
 }
 
 // connState is what makes a flow one connection: at most one initial
@@ -233,10 +248,11 @@ func factsOf(e *event.Event, pt event.Tuple) connFacts {
 		}
 	}
 	if e.HasCT() && !e.HasInner() && e.CT.Identifies() && !e.ToGroup() {
-		f.ct = ctSeen{netns: e.Netns, k: ctKey(&e.CT)}
+		f.ctKey = ctKey(&e.CT)
+		f.ct = ctSeen{netns: e.Netns, sum: f.ctKey.sum()}
 	}
 	if e.Point == event.PointTCP && e.TCP.Cookie != 0 && e.Kind == event.KindTCPState {
-		f.sock = sockSeen{netns: e.Netns, conn: tupleKey(e.Netns, e.Tuple), cookie: e.TCP.Cookie}
+		f.sock = sockSeen{netns: e.Netns, conn: tupleKey(e.Netns, e.Tuple).sum(), cookie: e.TCP.Cookie}
 	}
 	return f
 }
@@ -247,9 +263,9 @@ func (s *connState) agrees(f *connFacts) bool {
 	if f.isnDir >= 0 && s.hasISN[f.isnDir] && s.isn[f.isnDir] != f.isn {
 		return false
 	}
-	if f.ct.k.kind != 0 {
+	if f.ct.sum != 0 {
 		for _, c := range s.cts[:s.nct] {
-			if c.netns == f.ct.netns && c.k != f.ct.k {
+			if c.netns == f.ct.netns && c.sum != f.ct.sum {
 				return false
 			}
 		}
@@ -289,7 +305,7 @@ func (s *connState) add(f *connFacts) {
 	if f.isnDir >= 0 && !s.hasISN[f.isnDir] {
 		s.isn[f.isnDir], s.hasISN[f.isnDir] = f.isn, true
 	}
-	if f.ct.k.kind != 0 && s.nct < uint8(len(s.cts)) && !s.hasCT(f.ct) {
+	if f.ct.sum != 0 && s.nct < uint8(len(s.cts)) && !s.hasCT(f.ct) {
 		s.cts[s.nct] = f.ct
 		s.nct++
 	}
