@@ -96,8 +96,9 @@ func partial(e *event.Event) bool {
 	return (t.Proto == event.ProtoTCP || t.Proto == event.ProtoUDP) && (t.Sport == 0 || t.Dport == 0)
 }
 
-// maxKeys bounds the keys one event joins: its packet, conntrack entry,
-// socket, and its tuple before and after a translation.
+// maxKeys bounds the keys one event joins: its packet, conntrack entry and
+// socket, and two tuples (before and after a translation, or the conntrack
+// entry's two directions).
 const maxKeys = 5
 
 // keysOf lists the keys an event joins, strongest first (the packet, then

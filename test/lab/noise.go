@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -47,17 +48,29 @@ var DefaultNoise = NoiseConfig{Duration: 3 * time.Second, MaxConns: 400, Workers
 
 // NoiseReport counts what the noise did.
 type NoiseReport struct {
-	// TCPConns counts TCP connection attempts to NoisePort (each one
-	// connection, whatever its outcome); TCPFailed those that failed.
+	// TCPConns counts TCP connection attempts to NoisePort that sent a
+	// SYN (each one connection, whatever its outcome); TCPFailed those
+	// that failed. Unsent counts attempts the kernel refused before any
+	// packet (the reused source port still held), and FirstError says why
+	// the first failure or refusal happened.
 	TCPConns, TCPFailed    int
+	Unsent                 int
+	FirstError             string
 	Reused                 int // of TCPConns, from NoiseFixedPort
 	UDPExchanges, Pings    int
 	Multicasts, Broadcasts int
 }
 
 func (r NoiseReport) String() string {
-	return fmt.Sprintf("%d TCP connections (%d reusing source port %d, %d failed), %d UDP exchanges, %d pings, %d multicast and %d broadcast datagrams",
+	s := fmt.Sprintf("%d TCP connections (%d reusing source port %d, %d failed), %d UDP exchanges, %d pings, %d multicast and %d broadcast datagrams",
 		r.TCPConns, r.Reused, NoiseFixedPort, r.TCPFailed, r.UDPExchanges, r.Pings, r.Multicasts, r.Broadcasts)
+	if r.Unsent > 0 {
+		s += fmt.Sprintf("; %d attempts refused before sending", r.Unsent)
+	}
+	if r.FirstError != "" {
+		s += "; first error: " + r.FirstError
+	}
+	return s
 }
 
 func nsPath(ns string) string { return filepath.Join(netns.RunDir, ns) }
@@ -122,12 +135,20 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 				}
 				err := noiseConnect(noisePod.Namespace(), target, reuse)
 				mu.Lock()
-				rep.TCPConns++
-				if reuse {
-					rep.Reused++
+				if err != nil && rep.FirstError == "" {
+					rep.FirstError = err.Error()
 				}
-				if err != nil {
-					rep.TCPFailed++
+				switch {
+				case errors.Is(err, syscall.EADDRINUSE) || errors.Is(err, syscall.EADDRNOTAVAIL):
+					rep.Unsent++
+				default:
+					rep.TCPConns++
+					if reuse {
+						rep.Reused++
+					}
+					if err != nil {
+						rep.TCPFailed++
+					}
 				}
 				mu.Unlock()
 			}
