@@ -60,7 +60,7 @@ type Correlator struct {
 	// seen before it at the same identity.
 	epochs uint32
 	now    uint64
-	stats          Stats
+	stats  Stats
 }
 
 // New returns a correlator.
