@@ -2,34 +2,16 @@
 /*
  * dev: a packet entering or leaving a device, to follow it across veth
  * pairs, bridges and namespaces. Preferred: the BTF tracepoints (typed
- * arguments). Fallback: the classic tracepoints, whose records carry the
- * skb address only.
+ * arguments; transmit runs in the shared transmit site, sites.bpf.c).
+ * Fallback: the classic tracepoints, whose records carry the skb address
+ * only.
  */
-#include "common.h"
-
-static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev, __u8 kind, bool direct)
-{
-	struct nt_event e;
-
-	nt_init(&e, NT_POINT_DEV, kind, (__u64)skb);
-	/* On receive the tracepoint fires before the stack sets the network
-	 * header; skb->data already points at it. */
-	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, &e, NULL, direct, false))
-		return;
-	nt_submit_skb(&e, skb, kind == NT_KIND_DEV_RX, direct);
-}
+#include "dev.h"
 
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(dev_rx, struct sk_buff *skb)
 {
 	dev_seen(skb, skb->dev, NT_KIND_DEV_RX, true);
-	return 0;
-}
-
-SEC("tp_btf/net_dev_start_xmit")
-int BPF_PROG(dev_tx, struct sk_buff *skb, struct net_device *dev)
-{
-	dev_seen(skb, dev, NT_KIND_DEV_TX, true);
 	return 0;
 }
 

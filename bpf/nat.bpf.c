@@ -2,11 +2,18 @@
 /*
  * nat: the tuple of a packet before and after each NAT hook.
  *
- * Three ways to bracket the translation, in the loader's order of
+ * Three ways to observe the translation, in the loader's order of
  * preference: fentry/fexit or kprobe/kretprobe on the NAT hook function
- * (nf_nat_ipv4_fn, or nf_nat_inet_fn where the former is inlined), or two
- * BPF netfilter programs linked just before and just after the NAT
- * priority of each hook. All share nat_enter/nat_exit.
+ * (nf_nat_ipv4_fn, or nf_nat_inet_fn where the former is inlined), or BPF
+ * netfilter programs. All share nat_enter/nat_exit.
+ *
+ * The netfilter method links one program per hook, just after its NAT,
+ * and takes the tuple before the NAT from the packet's conntrack entry
+ * (nat_pre_from_ct): a program before the NAT would double the runs every
+ * packet pays in every namespace it crosses. Only OUTPUT also gets the
+ * program before its NAT: the re-route that a DNAT in OUTPUT triggers runs
+ * inside the NAT, and the route point's tracepoint method attributes its
+ * FIB lookup by that window (nat_slots); SYN-ACKs are noted there too.
  */
 #include "common.h"
 
@@ -77,12 +84,51 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->followed = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) == NT_REPORT;
 }
 
+#define NF_INET_PRE_ROUTING 0
+
+/* The tuple a packet had before this hook's NAT, where no program saw it
+ * before: conntrack keeps the tuple the packet entered this namespace with
+ * (tuplehash of its direction). DNAT hooks (PREROUTING, OUTPUT) rewrite the
+ * destination and leave the source as it came in; SNAT hooks (INPUT,
+ * POSTROUTING) rewrite the source after the destination is final. False
+ * when the packet does not carry its entry's tuple (an ICMP error carries
+ * the entry of the connection it quotes): its tuple before is unknown. */
+static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, const struct nt_tuple *now,
+					    struct nt_tuple *pre, bool direct)
+{
+	unsigned long nfct = NT_RD(direct, skb, _nfct);
+	struct nf_conn *ct = (struct nf_conn *)(nfct & ~7UL);
+	struct nt_tuple in;
+	bool dst_hook = hook == NF_INET_PRE_ROUTING || hook == NF_INET_LOCAL_OUT;
+
+	*pre = *now;
+	/* Without an entry, or with one NAT never changed, nothing moved. */
+	if (!ct || !(BPF_CORE_READ(ct, status) & IPS_NAT_MASK))
+		return true;
+	nt_read_ct_tuple(&ct->tuplehash[(nfct & 7) >= IP_CT_IS_REPLY].tuple, &in);
+	if (in.proto != now->proto)
+		return false;
+	if (dst_hook) {
+		if (in.saddr != now->saddr || in.sport != now->sport)
+			return false;
+		pre->daddr = in.daddr;
+		pre->dport = in.dport;
+	} else {
+		if (in.saddr == now->saddr && in.sport == now->sport)
+			return true;
+		pre->saddr = in.saddr;
+		pre->sport = in.sport;
+	}
+	return true;
+}
+
 static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
 {
 	struct nat_slot *slot;
 	struct nt_event e;
 	bool followed = false;
 	struct net_device *out;
+	int verdict;
 
 	if (hook >= NT_HOOKS)
 		return;
@@ -101,9 +147,21 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		e.flags |= NT_F_PRE;
 		followed = slot->followed;
 	}
-	/* A packet DNATed onto the filter's address is followed from here on. */
-	if (!followed && nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) != NT_REPORT)
-		goto out;
+	if (!followed) {
+		/* A packet DNATed onto the filter's address is followed from
+		 * here on; one DNATed away from it (a ClusterIP) by its tuple
+		 * before. */
+		verdict = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL);
+		if (verdict == NT_QUIET)
+			goto out;
+		if (!(e.flags & NT_F_PRE) && nat_pre_from_ct(skb, hook, &e.tuple, &e.u.nat.pre, direct)) {
+			e.flags |= NT_F_PRE;
+			if (verdict == NT_SKIP && !nt_same_tuple(&e.u.nat.pre, &e.tuple))
+				verdict = nt_follow(e.skb, nt_ct_of(skb, direct), &e.u.nat.pre, NULL);
+		}
+		if (verdict != NT_REPORT)
+			goto out;
+	}
 	nt_fill_ct(skb, &e);
 	if (filter_len && (e.flags & NT_F_CT) && !(e.ct.status & IPS_CONFIRMED))
 		nt_track_ct_tuples(e.ct.id);
@@ -118,7 +176,7 @@ out:
 	slot->active = 0;
 }
 
-/* The netfilter fallback. Both programs only observe: always NF_ACCEPT. */
+/* The netfilter method. Both programs only observe: always NF_ACCEPT. */
 SEC("netfilter")
 int nat_before(struct bpf_nf_ctx *ctx)
 {

@@ -13,23 +13,10 @@
  * queue frees nothing), but a queued SYN was answered first, on the same
  * CPU, by a SYN-ACK the nat point's OUTPUT program notes in synack_slots.
  * A SYN consumed there without its SYN-ACK was dropped by the listener; the
- * listener's queues come from the socket that sent the earlier SYN-ACKs.
+ * listener's queues come from the socket that sent the earlier SYN-ACKs
+ * (syn.h, run in the consume site of sites.bpf.c).
  */
-#include "common.h"
-
-/* Kernel text range of tcp_rcv_state_process, set by the loader. */
-volatile const __u64 listen_fn_start = 0;
-volatile const __u64 listen_fn_end = 0;
-
-/* The SYN-ACK of a queued SYN is sent microseconds before the SYN is
- * consumed; a slot older than this is another SYN's. */
-#define SYNACK_WINDOW_NS 10000000ULL
-
-struct syn_queues {
-	__u32 syn_qlen;
-	__u32 accept_qlen;
-	__u32 accept_max;
-};
+#include "syn.h"
 
 /* The calls to tcp_conn_request in progress on this CPU, innermost last,
  * with the listener's queues at entry and whether a request was queued.
@@ -41,66 +28,6 @@ struct syn_queues {
 NT_CALL_STACK(syn_stack);
 
 #define SYN_QUEUED_MARK 3 /* nt_call.v index: a request was queued */
-
-static __always_inline void syn_read_queues(struct sock *sk, struct syn_queues *q)
-{
-	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
-
-	q->syn_qlen = BPF_CORE_READ(icsk, icsk_accept_queue.qlen.counter);
-	q->accept_qlen = BPF_CORE_READ(sk, sk_ack_backlog);
-	q->accept_max = BPF_CORE_READ(sk, sk_max_ack_backlog);
-}
-
-/* A device in the listener's namespace. TCP clears skb->dev before the
- * socket handles the packet (it shares the space with the socket's
- * timestamp); the input route's device (loopback, for local delivery) is
- * still in that namespace. */
-static __always_inline struct net_device *syn_dev(struct sk_buff *skb)
-{
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
-
-	return dev ? dev : nt_dst_dev(skb);
-}
-
-/* The outcome of a SYN the listener left no answer to. */
-static __always_inline __u8 syn_drop_cause(const struct syn_queues *q)
-{
-	if (q->accept_qlen > q->accept_max)
-		return NT_SYN_DROP_ACCEPT_QUEUE;
-	if (q->syn_qlen >= q->accept_max)
-		return NT_SYN_DROP_SYN_QUEUE;
-	return NT_SYN_DROP_OTHER;
-}
-
-/* Reports a SYN at listener sk (NULL: unknown, laddr from the SYN). The
- * skb is read with probe reads: it comes from a map or a call stack as a
- * plain address in the kprobe and fexit paths. */
-static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u8 outcome,
-				       const struct syn_queues *q)
-{
-	struct nt_event e;
-
-	nt_init(&e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
-	if (!nt_observe_skb(skb, syn_dev(skb), false, &e, NULL, false, false))
-		return;
-	/* The route's device names the namespace, not the device the SYN came
-	 * in by: leave the device out rather than name the wrong one. */
-	if (!BPF_CORE_READ(skb, dev)) {
-		e.ifindex = 0;
-		e.ifname[0] = 0;
-	}
-	e.u.syn.laddr = e.tuple.daddr;
-	e.u.syn.lport = e.tuple.dport;
-	if (sk) {
-		e.u.syn.laddr = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		e.u.syn.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	}
-	e.u.syn.syn_qlen = q->syn_qlen;
-	e.u.syn.accept_qlen = q->accept_qlen;
-	e.u.syn.accept_max = q->accept_max;
-	e.u.syn.outcome = outcome;
-	nt_submit_skb(&e, skb, false, false);
-}
 
 static __always_inline void syn_begin(struct sock *sk, struct sk_buff *skb)
 {
@@ -181,68 +108,5 @@ SEC("kretprobe/tcp_conn_request")
 int BPF_KRETPROBE(syn_kretprobe)
 {
 	syn_end();
-	return 0;
-}
-
-/* The SYN-ACK this CPU sent for a SYN, if it sent one just now. */
-static __always_inline const struct synack_slot *syn_answer(const struct nt_tuple *syn)
-{
-	__u32 key = 0;
-	struct synack_ring *ring = bpf_map_lookup_elem(&synack_slots, &key);
-	__u64 now = bpf_ktime_get_ns();
-
-	if (!ring)
-		return NULL;
-	for (int i = 0; i < NT_SYNACK_SLOTS; i++) {
-		const struct synack_slot *s = &ring->slots[i];
-
-		if (s->ts && now - s->ts < SYNACK_WINDOW_NS && s->tuple.saddr == syn->daddr &&
-		    s->tuple.daddr == syn->saddr && s->tuple.sport == syn->dport && s->tuple.dport == syn->sport)
-			return s;
-	}
-	return NULL;
-}
-
-/* Must be attached before the drop point's consume_skb program, which
- * forgets the packet's identity: tracepoint programs run in attach order. */
-SEC("tp_btf/consume_skb")
-int BPF_PROG(syn_consume, struct sk_buff *skb, void *location)
-{
-	const struct synack_slot *answer;
-	struct listener_key lk = {};
-	struct syn_queues q = {};
-	struct sock *listener = NULL;
-	struct nt_tuple t = {};
-	__u64 *found;
-	__u8 outcome;
-
-	/* Every packet the host consumes passes here: the location test,
-	 * constants only, comes first. */
-	if ((__u64)location < listen_fn_start || (__u64)location >= listen_fn_end)
-		return 0;
-	if (skb->protocol != bpf_htons(ETH_P_IP) ||
-	    !nt_read_ipv4(skb->head, skb->network_header, &t) || t.proto != IPPROTO_TCP ||
-	    (t.tcp_flags & (TCP_FLAG_SYN | 0x10)) != TCP_FLAG_SYN)
-		return 0;
-	lk.netns = nt_dev_netns(syn_dev(skb), false);
-	lk.port = t.dport;
-	found = bpf_map_lookup_elem(&listeners, &lk);
-	if (found) {
-		listener = (struct sock *)*found;
-		/* The socket may have been closed and its memory reused. */
-		if (BPF_CORE_READ(listener, __sk_common.skc_state) != TCP_LISTEN ||
-		    BPF_CORE_READ(listener, __sk_common.skc_num) != t.dport)
-			listener = NULL;
-	}
-	if (listener)
-		syn_read_queues(listener, &q);
-	answer = syn_answer(&t);
-	if (answer)
-		outcome = answer->req ? NT_SYN_QUEUED : NT_SYN_DROP_SYN_QUEUE;
-	else if (listener)
-		outcome = syn_drop_cause(&q);
-	else
-		outcome = NT_SYN_DROP_UNANSWERED;
-	syn_report(listener, skb, outcome, &q);
 	return 0;
 }

@@ -6,33 +6,10 @@
  *
  * Preferred: vxlan_xmit and udp_tunnel_xmit_skb (fentry or kprobe).
  * Fallback: net_dev_start_xmit on a device whose link kind is "vxlan", and
- * on the underlay device for a packet that is vxlan on the wire.
+ * on the underlay device for a packet that is vxlan on the wire (in the
+ * shared transmit site, sites.bpf.c).
  */
-#include "common.h"
-
-/* Packets handed to a vxlan device, by skb, for the fallback: only these
- * are encapsulated by this host when they leave the underlay device (a
- * router forwarding vxlan traffic is not encapsulating it). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u8);
-} vxlan_entered SEC(".maps");
-
-static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
-{
-	struct nt_event e;
-	__u64 id = (__u64)skb;
-	__u8 one = 1;
-
-	bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
-
-	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
-	if (!nt_observe_skb(skb, dev, false, &e, NULL, direct, false))
-		return;
-	nt_submit_skb(&e, skb, false, direct);
-}
+#include "vxlan.h"
 
 /* At udp_tunnel_xmit_skb the vxlan header is at skb->data and the inner
  * packet at inner_network_header; the UDP and outer IP headers do not exist
@@ -111,48 +88,5 @@ int BPF_KPROBE(vxlan_kprobe_tunnel, struct rtable *rt, struct sock *sk, struct s
 	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)VXLAN_ARG_SLOT(9));
 	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)VXLAN_ARG_SLOT(10));
 	vxlan_encap(rt, skb, src, dst, bpf_ntohs(sport), bpf_ntohs(dport));
-	return 0;
-}
-
-static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
-{
-	const char *kind = dev->rtnl_link_ops->kind;
-	char name[6] = {};
-
-	if (!kind || bpf_probe_read_kernel_str(name, sizeof(name), kind) < 0)
-		return false;
-	return name[0] == 'v' && name[1] == 'x' && name[2] == 'l' && name[3] == 'a' &&
-	       name[4] == 'n' && name[5] == 0;
-}
-
-SEC("tp_btf/net_dev_start_xmit")
-int BPF_PROG(vxlan_dev_xmit, struct sk_buff *skb, struct net_device *dev)
-{
-	struct nt_event e;
-	__u32 vni = 0;
-	__u64 id;
-
-	if (vxlan_is_vxlan_dev(dev)) {
-		vxlan_enter(skb, dev, true);
-		return 0;
-	}
-	id = (__u64)skb;
-	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
-		return 0;
-	bpf_map_delete_elem(&vxlan_entered, &id);
-	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
-	if (!nt_parse_skb(skb, false, &e, &vni, true) || !(e.flags & NT_F_INNER))
-		return 0;
-	if (!nt_netns_watched(nt_dev_netns(dev, true)))
-		return 0;
-	if (nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner) != NT_REPORT)
-		return 0;
-	nt_fill_ct(skb, &e);
-	nt_fill_dev(dev, &e);
-	e.u.vxlan.vni = vni;
-	e.u.vxlan.remote = e.tuple.daddr;
-	e.u.vxlan.local = e.tuple.saddr;
-	e.u.vxlan.port = e.tuple.dport;
-	nt_submit_skb(&e, skb, false, true);
 	return 0;
 }

@@ -67,19 +67,38 @@ func (s Status) Active() bool { return s.Method != "" }
 var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking",
 	"skb_ids", "synack_slots", "listeners"}
 
+// Attachment is one program attached somewhere in the kernel: what a
+// packet pays for before any program body runs. Benchmarks attach empty
+// programs at the same places to measure that floor.
+type Attachment struct {
+	Point   string `json:"point"`
+	Program string `json:"program"`
+	Method  Method `json:"method"`
+	// Target is the function or tracepoint (group/name for MethodTracepoint);
+	// for MethodNetfilter, the namespace path.
+	Target string `json:"target"`
+	// Return marks a kretprobe or fexit.
+	Return   bool   `json:"return,omitempty"`
+	Hook     uint32 `json:"hook,omitempty"`
+	Priority int32  `json:"priority,omitempty"`
+}
+
 // Tracer is the attached set of observation points.
 type Tracer struct {
-	opts        Options
-	facts       kernel.Facts
-	syms        *kernel.Symbols
-	maps        map[string]*ebpf.Map
-	colls       []*ebpf.Collection
-	links       []link.Link
-	statuses    []Status
-	nfPrograms  [2]*ebpf.Program // nat before/after, when the netfilter method is used
-	nfNamespace map[uint32]bool
-	reader      *ringbuf.Reader
-	AttachTime  time.Duration
+	opts       Options
+	facts      kernel.Facts
+	syms       *kernel.Symbols
+	maps       map[string]*ebpf.Map
+	colls      []*ebpf.Collection
+	links      []link.Link
+	statuses   []Status
+	nfPrograms [2]*ebpf.Program // nat before/after, when the netfilter method is used
+	// siteHandlers are the handlers each site runs, by site name.
+	siteHandlers map[string][]siteHandler
+	nfNamespace  map[uint32]bool
+	attachments  []Attachment
+	reader       *ringbuf.Reader
+	AttachTime   time.Duration
 }
 
 // Open loads and attaches every observation point it can. It fails only
@@ -89,7 +108,8 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 	if !facts.BTF {
 		return nil, errors.New("this kernel has no BTF (/sys/kernel/btf/vmlinux): nettrace needs CONFIG_DEBUG_INFO_BTF=y")
 	}
-	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{}, nfNamespace: map[uint32]bool{}}
+	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{}, nfNamespace: map[uint32]bool{},
+		siteHandlers: map[string][]siteHandler{}}
 	if err := t.createMaps(); err != nil {
 		t.Close()
 		return nil, err
@@ -97,6 +117,7 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 	for _, p := range points {
 		t.statuses = append(t.statuses, t.attachPoint(p))
 	}
+	t.attachSites()
 	active := 0
 	for _, s := range t.statuses {
 		if s.Active() && s.Method != MethodUser {
@@ -262,7 +283,7 @@ func (t *Tracer) attachPoint(p pointDef) Status {
 		if isForced && m.method != forced {
 			continue
 		}
-		target, note, err := t.attachMethod(spec, m)
+		target, note, err := t.attachMethod(p.name, spec, m)
 		if err != nil {
 			st.Skipped = append(st.Skipped, Attempt{Method: m.method, Reason: err.Error()})
 			t.opts.Log.Debug().Str("point", p.name).Str("method", string(m.method)).Err(err).Msg("method unavailable")
@@ -299,7 +320,7 @@ func (t *Tracer) resolve(m Method, p program) (string, string, error) {
 	return "", "", nil
 }
 
-func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, string, error) {
+func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodDef) (string, string, error) {
 	if m.requires != nil {
 		if err := m.requires(t); err != nil {
 			return "", "", err
@@ -325,38 +346,37 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 		}
 	}
 	spec := base.Copy()
-	wanted := map[string]bool{}
+	own := map[string]bool{}
 	targets := map[string]string{}
 	var names, notes []string
+	var handlers []siteHandler
 	for _, p := range m.programs {
-		wanted[p.name] = true
 		target, note, err := t.resolve(m.method, p)
 		if err != nil {
 			return "", "", err
 		}
-		targets[p.name] = target
 		if note != "" {
 			notes = append(notes, note)
 		}
 		if target != "" && (len(names) == 0 || names[len(names)-1] != target) {
 			names = append(names, target)
 		}
+		if p.site != "" {
+			if !tracepointHasArgs(sites[p.site].tracepoint, 1) {
+				return "", "", fmt.Errorf("no BTF tracepoint %s in this kernel", sites[p.site].tracepoint)
+			}
+			handlers = append(handlers, siteHandler{point: point, name: p.name, site: p.site})
+			continue
+		}
+		own[p.name] = true
+		targets[p.name] = target
 		if m.method == MethodFentry {
 			spec.Programs[p.name].AttachTo = target
 		}
 	}
 	for name := range spec.Programs {
-		if !wanted[name] {
+		if !own[name] {
 			delete(spec.Programs, name)
-		}
-	}
-	replacements := make(map[string]*ebpf.Map, len(t.maps))
-	for name, mp := range t.maps {
-		replacements[name] = mp
-		// A shared map created with another size than the object's
-		// (--ring-size) replaces it only if the object says that size too.
-		if ms := spec.Maps[name]; ms != nil {
-			ms.MaxEntries = mp.MaxEntries()
 		}
 	}
 	fail := func(err error) (string, string, error) {
@@ -366,45 +386,49 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 		}
 		return "", "", err
 	}
-	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
-	if err != nil {
-		return fail(err)
-	}
+	var coll *ebpf.Collection
 	var links []link.Link
+	var attached []Attachment
+	if len(own) > 0 {
+		var err error
+		if coll, err = t.newCollection(spec); err != nil {
+			return fail(err)
+		}
+	}
 	for _, p := range m.programs {
+		if p.site != "" {
+			continue
+		}
 		prog := coll.Programs[p.name]
-		var l []link.Link
+		ret := strings.HasPrefix(spec.Programs[p.name].SectionName, "kretprobe/") || strings.HasPrefix(spec.Programs[p.name].SectionName, "fexit/")
+		var l link.Link
 		var err error
 		switch m.method {
 		case MethodFentry, MethodTpBTF:
-			var one link.Link
-			one, err = link.AttachTracing(link.TracingOptions{Program: prog})
-			l = []link.Link{one}
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 		case MethodKprobe:
-			var one link.Link
-			if strings.HasPrefix(spec.Programs[p.name].SectionName, "kretprobe/") {
-				one, err = link.Kretprobe(targets[p.name], prog, nil)
+			if ret {
+				l, err = link.Kretprobe(targets[p.name], prog, nil)
 			} else {
-				one, err = link.Kprobe(targets[p.name], prog, nil)
+				l, err = link.Kprobe(targets[p.name], prog, nil)
 			}
-			l = []link.Link{one}
 		case MethodTracepoint:
 			group, name, _ := strings.Cut(targets[p.name], "/")
-			var one link.Link
-			one, err = link.Tracepoint(group, name, prog, nil)
-			l = []link.Link{one}
+			l, err = link.Tracepoint(group, name, prog, nil)
 		case MethodNetfilter:
-			// Linked per namespace below, once both programs are loaded.
+			// Linked per namespace below, once every program is loaded.
+			continue
 		}
 		if err != nil {
 			closeAll(links)
 			coll.Close()
 			return fail(err)
 		}
-		links = append(links, l...)
+		links = append(links, l)
+		attached = append(attached, Attachment{Point: point, Program: p.name, Method: m.method, Target: targets[p.name], Return: ret})
 	}
 	if m.method == MethodNetfilter {
-		t.nfPrograms = [2]*ebpf.Program{coll.Programs["nat_before"], coll.Programs["nat_after"]}
+		t.nfPrograms = [2]*ebpf.Program{coll.Programs[nfProgramNames[nfBefore]], coll.Programs[nfProgramNames[nfAfter]]}
 		nl, err := t.attachNetfilterAll()
 		if err != nil {
 			closeAll(nl)
@@ -413,14 +437,34 @@ func (t *Tracer) attachMethod(base *ebpf.CollectionSpec, m methodDef) (string, s
 			return "", "", t.explain(m.method, err)
 		}
 		links = append(links, nl...)
-		names = []string{fmt.Sprintf("NAT priorities ±1 of 4 hooks in %d netns", len(t.nfNamespace))}
+		names = []string{fmt.Sprintf("after the NAT of 4 hooks (and before OUTPUT's) in %d netns", len(t.nfNamespace))}
 	}
-	t.colls = append(t.colls, coll)
+	if coll != nil {
+		t.colls = append(t.colls, coll)
+	}
 	t.links = append(t.links, links...)
+	t.attachments = append(t.attachments, attached...)
+	for _, h := range handlers {
+		t.siteHandlers[h.site] = append(t.siteHandlers[h.site], h)
+	}
 	if m.note != "" {
 		notes = append(notes, m.note)
 	}
 	return strings.Join(dedup(names), ", "), strings.Join(dedup(notes), "; "), nil
+}
+
+// newCollection loads an object with the shared maps in place of its own.
+func (t *Tracer) newCollection(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) {
+	replacements := make(map[string]*ebpf.Map, len(t.maps))
+	for name, mp := range t.maps {
+		replacements[name] = mp
+		// A shared map created with another size than the object's
+		// (--ring-size) replaces it only if the object says that size too.
+		if ms := spec.Maps[name]; ms != nil {
+			ms.MaxEntries = mp.MaxEntries()
+		}
+	}
+	return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
 }
 
 func dedup(s []string) []string {
@@ -465,6 +509,9 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// Attachments lists every program attached, and where.
+func (t *Tracer) Attachments() []Attachment { return t.attachments }
 
 // Statuses reports every point's attachment.
 func (t *Tracer) Statuses() []Status { return t.statuses }

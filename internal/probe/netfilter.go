@@ -11,21 +11,35 @@ import (
 )
 
 // NAT priorities (enum nf_ip_hook_priorities) per hook: DNAT in PREROUTING
-// and OUTPUT, SNAT in INPUT and POSTROUTING. The programs go one priority
-// before and one after, so nothing else runs between them and the NAT.
+// and OUTPUT, SNAT in INPUT and POSTROUTING. nat_after goes one priority
+// after each, so nothing else runs between the NAT and it; nat_before one
+// before, in OUTPUT only (see bpf/nat.bpf.c: every other hook takes the
+// tuple before the NAT from conntrack, which saves a program run per
+// packet and hook).
 const (
 	priNATDst = -100
 	priNATSrc = 100
 )
 
-var natHooks = []struct {
+type netfilterLink struct {
+	program  int // index in Tracer.nfPrograms
 	hook     uint32
 	priority int32
-}{
-	{unix.NF_INET_PRE_ROUTING, priNATDst},
-	{unix.NF_INET_LOCAL_OUT, priNATDst},
-	{unix.NF_INET_LOCAL_IN, priNATSrc},
-	{unix.NF_INET_POST_ROUTING, priNATSrc},
+}
+
+const (
+	nfBefore = iota
+	nfAfter
+)
+
+var nfProgramNames = [2]string{"nat_before", "nat_after"}
+
+var netfilterLinks = []netfilterLink{
+	{nfAfter, unix.NF_INET_PRE_ROUTING, priNATDst + 1},
+	{nfBefore, unix.NF_INET_LOCAL_OUT, priNATDst - 1},
+	{nfAfter, unix.NF_INET_LOCAL_OUT, priNATDst + 1},
+	{nfAfter, unix.NF_INET_LOCAL_IN, priNATSrc + 1},
+	{nfAfter, unix.NF_INET_POST_ROUTING, priNATSrc + 1},
 }
 
 func (t *Tracer) attachNetfilterAll() ([]link.Link, error) {
@@ -48,25 +62,25 @@ func (t *Tracer) attachNetfilterAll() ([]link.Link, error) {
 	return all, nil
 }
 
-// attachNetfilter links the two NAT programs around the NAT of each hook in
-// one namespace: a netfilter link belongs to the namespace of the thread
-// that creates it.
+// attachNetfilter links the NAT programs of each hook in one namespace: a
+// netfilter link belongs to the namespace of the thread that creates it.
 func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
 	var links []link.Link
+	var attached []Attachment
 	err := netns.Do(ns.Path, func() error {
-		for _, h := range natHooks {
-			for i, delta := range []int32{-1, +1} {
-				l, err := link.AttachNetfilter(link.NetfilterOptions{
-					Program:        t.nfPrograms[i],
-					ProtocolFamily: unix.NFPROTO_IPV4,
-					HookNumber:     h.hook,
-					Priority:       h.priority + delta,
-				})
-				if err != nil {
-					return fmt.Errorf("netfilter link in netns %s (hook %d): %w", ns.Name, h.hook, err)
-				}
-				links = append(links, l)
+		for _, nl := range netfilterLinks {
+			l, err := link.AttachNetfilter(link.NetfilterOptions{
+				Program:        t.nfPrograms[nl.program],
+				ProtocolFamily: unix.NFPROTO_IPV4,
+				HookNumber:     nl.hook,
+				Priority:       nl.priority,
+			})
+			if err != nil {
+				return fmt.Errorf("netfilter link in netns %s (hook %d): %w", ns.Name, nl.hook, err)
 			}
+			links = append(links, l)
+			attached = append(attached, Attachment{Point: "nat", Program: nfProgramNames[nl.program], Method: MethodNetfilter,
+				Target: ns.Path, Hook: nl.hook, Priority: nl.priority})
 		}
 		return nil
 	})
@@ -75,6 +89,7 @@ func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
 		return nil, err
 	}
 	t.nfNamespace[ns.Inode] = true
+	t.attachments = append(t.attachments, attached...)
 	return links, nil
 }
 

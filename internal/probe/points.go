@@ -30,6 +30,9 @@ type program struct {
 	// (tp_btf: "name", tracepoint: "group/name") it may attach to; the first
 	// this kernel has is used.
 	candidates []string
+	// site, for a tp_btf handler, names the shared program it runs in
+	// (sites.go) instead of a program of its own.
+	site string
 }
 
 type methodDef struct {
@@ -66,7 +69,7 @@ var points = []pointDef{
 	{name: "nat", load: loadNat, methods: []methodDef{
 		hooked(MethodFentry, natCandidates, "nat_fentry", "nat_fexit"),
 		hooked(MethodKprobe, natCandidates, "nat_kprobe", "nat_kretprobe"),
-		{method: MethodNetfilter, programs: []program{{name: "nat_before"}, {name: "nat_after"}}},
+		{method: MethodNetfilter, programs: []program{{name: nfProgramNames[nfBefore]}, {name: nfProgramNames[nfAfter]}}},
 	}},
 	{name: "route", load: loadRoute, methods: []methodDef{
 		hooked(MethodFentry, []string{"ip_route_me_harder"}, "route_fexit"),
@@ -82,7 +85,7 @@ var points = []pointDef{
 			{name: "vxlan_kprobe_xmit", candidates: []string{"vxlan_xmit"}},
 			{name: "vxlan_kprobe_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
 		}},
-		hooked(MethodTpBTF, []string{"net_dev_start_xmit"}, "vxlan_dev_xmit"),
+		{method: MethodTpBTF, programs: []program{{name: "vxlan_xmit", candidates: []string{"net_dev_start_xmit"}, site: "xmit"}}},
 	}},
 	{name: "syn", load: loadSyn, methods: []methodDef{
 		{method: MethodFentry, programs: []program{
@@ -95,7 +98,7 @@ var points = []pointDef{
 			{name: "syn_kprobe_queued", candidates: []string{"inet_csk_reqsk_queue_hash_add"}},
 			{name: "syn_kretprobe", candidates: []string{"tcp_conn_request"}},
 		}},
-		{method: MethodTpBTF, programs: []program{{name: "syn_consume", candidates: []string{"consume_skb"}}},
+		{method: MethodTpBTF, programs: []program{{name: "syn_consume", candidates: []string{"consume_skb"}, site: "consume"}},
 			requires: (*Tracer).synConsumeUsable,
 			note:     "outcome where tcp_rcv_state_process consumes a SYN: queued if its SYN-ACK left first (seen at OUTPUT), else dropped"},
 		{method: MethodUser},
@@ -103,14 +106,14 @@ var points = []pointDef{
 	{name: "drop", load: loadDrop, methods: []methodDef{
 		{method: MethodTpBTF, programs: []program{
 			{name: "drop_kfree", candidates: []string{"kfree_skb"}},
-			{name: "drop_consume", candidates: []string{"consume_skb"}},
+			{name: "drop_consume", candidates: []string{"consume_skb"}, site: "consume"},
 		}},
 		hooked(MethodTracepoint, []string{"skb/kfree_skb"}, "drop_kfree_tp"),
 	}},
 	{name: "dev", load: loadDev, methods: []methodDef{
 		{method: MethodTpBTF, programs: []program{
 			{name: "dev_rx", candidates: []string{"netif_receive_skb"}},
-			{name: "dev_tx", candidates: []string{"net_dev_start_xmit"}},
+			{name: "dev_tx", candidates: []string{"net_dev_start_xmit"}, site: "xmit"},
 		}},
 		{method: MethodTracepoint, programs: []program{
 			{name: "dev_rx_tp", candidates: []string{"net/netif_receive_skb"}},
@@ -139,17 +142,25 @@ func PointNames() []string {
 // ProgramNames lists the kernel-visible names of every nettrace program
 // (the kernel keeps 15 characters), so that leftovers can be recognised.
 func ProgramNames() []string {
-	var names []string
+	var all []string
+	for _, s := range sites {
+		all = append(all, s.program)
+	}
 	for _, p := range points {
 		for _, m := range p.methods {
 			for _, prog := range m.programs {
-				n := prog.name
-				if len(n) > 15 {
-					n = n[:15]
+				if prog.site == "" {
+					all = append(all, prog.name)
 				}
-				names = append(names, n)
 			}
 		}
+	}
+	names := make([]string, len(all))
+	for i, n := range all {
+		if len(n) > 15 {
+			n = n[:15]
+		}
+		names[i] = n
 	}
 	return names
 }

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The vxlan point's handlers for a packet handed to a vxlan device, shared
+ * by vxlan.bpf.c (fentry, kprobe on vxlan_xmit) and the transmit site
+ * (sites.bpf.c: the tracepoint method).
+ */
+#ifndef NETTRACE_VXLAN_H
+#define NETTRACE_VXLAN_H
+
+#include "common.h"
+
+/* Packets handed to a vxlan device, by skb, for the fallback: only these
+ * are encapsulated by this host when they leave the underlay device (a
+ * router forwarding vxlan traffic is not encapsulating it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u8);
+} vxlan_entered SEC(".maps");
+
+static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
+{
+	struct nt_event e;
+
+	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
+	if (!nt_observe_skb(skb, dev, false, &e, NULL, direct, false))
+		return;
+	nt_submit_skb(&e, skb, false, direct);
+}
+
+/* The link operations every vxlan device shares, learnt from the first
+ * device whose kind reads "vxlan": from then on, telling a vxlan device is
+ * one comparison instead of a string read per transmitted packet. (The
+ * symbol is not in kallsyms when vxlan is built in.) */
+__u64 vxlan_ops;
+
+static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
+{
+	const struct rtnl_link_ops *ops = dev->rtnl_link_ops;
+	char name[6] = {};
+	const char *kind;
+
+	/* Physical devices and loopback have no link operations. */
+	if (!ops)
+		return false;
+	if (vxlan_ops)
+		return (__u64)ops == vxlan_ops;
+	kind = ops->kind;
+	if (!kind || bpf_probe_read_kernel_str(name, sizeof(name), kind) < 0)
+		return false;
+	if (name[0] == 'v' && name[1] == 'x' && name[2] == 'l' && name[3] == 'a' && name[4] == 'n' && name[5] == 0) {
+		vxlan_ops = (__u64)ops;
+		return true;
+	}
+	return false;
+}
+
+#define ETH_P_TEB 0x6558
+
+/* The tracepoint method, at net_dev_start_xmit: a packet handed to a vxlan
+ * device enters it; the same skb leaving the underlay device is the
+ * encapsulated packet. */
+static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	__u64 id = (__u64)skb;
+	struct nt_event e;
+	__u32 vni = 0;
+	__u8 one = 1;
+
+	if (vxlan_is_vxlan_dev(dev)) {
+		bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
+		vxlan_enter(skb, dev, true);
+		return;
+	}
+	/* vxlan sets the inner protocol of every packet it encapsulates:
+	 * anything else leaves without a map lookup. */
+	if (skb->inner_protocol != bpf_htons(ETH_P_TEB))
+		return;
+	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
+		return;
+	bpf_map_delete_elem(&vxlan_entered, &id);
+	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
+	if (!nt_parse_skb(skb, false, &e, &vni, true) || !(e.flags & NT_F_INNER))
+		return;
+	if (!nt_netns_watched(nt_dev_netns(dev, true)))
+		return;
+	if (nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner) != NT_REPORT)
+		return;
+	nt_fill_ct(skb, &e);
+	nt_fill_dev(dev, &e);
+	e.u.vxlan.vni = vni;
+	e.u.vxlan.remote = e.tuple.daddr;
+	e.u.vxlan.local = e.tuple.saddr;
+	e.u.vxlan.port = e.tuple.dport;
+	nt_submit_skb(&e, skb, false, true);
+}
+
+#endif
