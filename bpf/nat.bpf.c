@@ -81,7 +81,8 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->skb = (__u64)skb;
 	slot->pre = e.tuple;
 	slot->active = 1;
-	slot->followed = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) == NT_REPORT;
+	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, NULL) &&
+			 nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) == NT_REPORT;
 }
 
 #define NF_INET_PRE_ROUTING 0
@@ -103,7 +104,7 @@ static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, con
 
 	*pre = *now;
 	/* Without an entry, or with one NAT never changed, nothing moved. */
-	if (!ct || !(BPF_CORE_READ(ct, status) & IPS_NAT_MASK))
+	if (!ct || !(nt_ct_status(ct) & IPS_NAT_MASK))
 		return true;
 	nt_read_ct_tuple(&ct->tuplehash[(nfct & 7) >= IP_CT_IS_REPLY].tuple, &in);
 	if (in.proto != now->proto)
@@ -148,6 +149,8 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		followed = slot->followed;
 	}
 	if (!followed) {
+		if (nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, NULL))
+			goto out;
 		/* A packet DNATed onto the filter's address is followed from
 		 * here on; one DNATed away from it (a ClusterIP) by its tuple
 		 * before. */

@@ -41,7 +41,8 @@ static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, i
 	e.netns = netns;
 	if (!nt_parse_skb(skb, false, &e, NULL, direct))
 		return;
-	if (nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) != NT_REPORT)
+	if (nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, NULL) ||
+	    nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) != NT_REPORT)
 		return;
 	nt_fill_ct(skb, &e);
 	e.u.route.err = err;

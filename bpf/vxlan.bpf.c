@@ -39,7 +39,7 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 		if (!nt_netns_watched(netns))
 			return;
 	}
-	if (nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, &e.inner) != NT_REPORT)
+	if (nt_unremarkable(0, &e.tuple, &e.inner) || nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, &e.inner) != NT_REPORT)
 		return;
 	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
 		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];

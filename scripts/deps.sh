@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing nettrace need, from Debian's packages,
-# when it is missing. Safe to run repeatedly.
+# when it is missing; with "bench", also what scripts/bench needs. Safe to
+# run repeatedly.
 set -euo pipefail
 
 need=()
@@ -19,6 +20,11 @@ have qemu-system-x86_64 || need+=(qemu-system-x86)
 [ -x /bin/busybox ] || need+=(busybox-static)
 have cpio || need+=(cpio)
 have depmod || need+=(kmod)
+if [ "${1:-}" = bench ]; then
+	have iperf3 || need+=(iperf3)
+	have tcpdump || need+=(tcpdump)
+	have bc || need+=(bc)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then

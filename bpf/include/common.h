@@ -39,6 +39,17 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * compiled out, so the verifier only sees the right one. */
 #define NT_RD(direct, p, f) ((direct) ? (p)->f : BPF_CORE_READ(p, f))
 
+/* Typed loads from any kernel address (Linux 6.2+): through the pointer it
+ * returns, each field read is one load instruction the JIT guards with an
+ * exception-table entry (a fault reads 0), where bpf_probe_read_kernel is a
+ * helper call per read. Every packet of every program reads its headers,
+ * so this is most of what a packet that matches nothing costs. Weak: on a
+ * kernel without it the address is 0, the verifier prunes the branch that
+ * calls it, and probe reads are used. */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id__k) __ksym __weak;
+
+#define NT_CAST(type, p) ((const type *)bpf_rdonly_cast((p), bpf_core_type_id_kernel(type)))
+
 /* Set by the loader before load; the verifier sees them as constants, so an
  * empty filter costs one branch. */
 volatile const __u32 filter_len = 0;
@@ -239,10 +250,13 @@ static __always_inline void nt_identify(struct nt_event *e)
 	}
 }
 
-/* The packet at this address is gone: the next one is another packet. */
+/* The packet at this address is gone: the next one is another packet.
+ * Most packets were never reported, so never named: a lookup, which takes
+ * no lock, before the delete, which does. */
 static __always_inline void nt_forget_skb(__u64 skb)
 {
-	bpf_map_delete_elem(&skb_ids, &skb);
+	if (bpf_map_lookup_elem(&skb_ids, &skb))
+		bpf_map_delete_elem(&skb_ids, &skb);
 }
 
 static __always_inline void nt_submit(struct nt_event *e)
@@ -376,6 +390,7 @@ static __always_inline bool nt_netns_watched(__u32 inum)
 }
 
 static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, struct nt_tuple *t);
+static __always_inline __u32 nt_ct_status(struct nf_conn *ct);
 
 static __always_inline void nt_track_tuple(struct nt_tuple *t)
 {
@@ -452,7 +467,23 @@ static __always_inline bool nt_quiet(__u64 ct, const struct nt_tuple *t, const s
 	if (all_packets || !c || !ct || c->proto != IPPROTO_TCP ||
 	    (c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)))
 		return false;
-	return BPF_CORE_READ((struct nf_conn *)ct, status) & IPS_ASSURED;
+	return nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED;
+}
+
+/* Whether a packet is one that is never reported except where it is
+ * dropped: a TCP segment without SYN, FIN or RST, of an established
+ * connection (its conntrack entry ASSURED; where conntrack does not run,
+ * the flags alone, so the handshake's last ACK is not reported there
+ * either). Decided before any map lookup or filter, as most packets of a
+ * busy node are such segments, followed or not; the drop point, which
+ * reports them, does not ask. */
+static __always_inline bool nt_unremarkable(__u64 ct, const struct nt_tuple *t, const struct nt_tuple *inner)
+{
+	const struct nt_tuple *c = inner ? inner : t;
+
+	if (all_packets || c->proto != IPPROTO_TCP || (c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return false;
+	return !ct || (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED);
 }
 
 /* Decides whether an observation is reported: the packet or its conntrack
@@ -510,11 +541,12 @@ static __always_inline int nt_follow(__u64 skb, __u64 ct, const struct nt_tuple 
 			return NT_QUIET;
 		skb_known = followed != NULL;
 		ct_known = nt_followed_ct(ct);
-		if (!skb_known && !ct_known && t) {
-			key = *t;
+		/* A packet of a followed connection counts as a filter match:
+		 * it starts following its own skb and entry. Inside a tunnel,
+		 * the connection is the inner one. */
+		if (!skb_known && !ct_known && (inner || t)) {
+			key = inner ? *inner : *t;
 			key.tcp_flags = 0;
-			/* A packet of a followed connection counts as a filter
-			 * match: it starts following its own skb and entry. */
 			if (bpf_map_lookup_elem(&tracked_tuple, &key))
 				goto matched;
 		}
@@ -535,15 +567,70 @@ matched:
 	return NT_REPORT;
 }
 
+/* A lookup first: it takes no lock, a delete does, and most packets were
+ * never followed. */
 static __always_inline void nt_untrack_skb(__u64 skb)
 {
-	if (filter_len && nt_tracking_active())
+	if (filter_len && nt_tracking_active() && bpf_map_lookup_elem(&tracked_skb, &skb))
 		bpf_map_delete_elem(&tracked_skb, &skb);
 }
 
-/* Reads an IPv4 header and its ports at off from head, in one read when
- * the header has no options. Returns the offset just past the transport
- * header, or 0 when there is no IPv4 packet there. */
+/* Reads the ports (ICMP: type, code and echo id) of the transport header at
+ * th, and returns the offset just past it. */
+static __always_inline __u32 nt_read_ports_cast(unsigned char *th, __u32 thoff, struct nt_tuple *t)
+{
+	switch (t->proto) {
+	case IPPROTO_TCP: {
+		const struct tcphdr *tcp = NT_CAST(struct tcphdr, th);
+
+		t->sport = bpf_ntohs(tcp->source);
+		t->dport = bpf_ntohs(tcp->dest);
+		/* The flags byte: a bitfield in struct tcphdr. */
+		t->tcp_flags = ((const __u8 *)tcp)[13];
+		return thoff + 20;
+	}
+	case IPPROTO_UDP: {
+		const struct udphdr *udp = NT_CAST(struct udphdr, th);
+
+		t->sport = bpf_ntohs(udp->source);
+		t->dport = bpf_ntohs(udp->dest);
+		return thoff + UDP_HLEN;
+	}
+	case IPPROTO_ICMP: {
+		const struct icmphdr *icmp = NT_CAST(struct icmphdr, th);
+
+		t->sport = (icmp->type << 8) | icmp->code;
+		t->dport = bpf_ntohs(icmp->un.echo.id);
+		return thoff + 8;
+	}
+	}
+	return thoff;
+}
+
+/* nt_read_ipv4 where bpf_rdonly_cast exists: only the fields used. */
+static __always_inline __u32 nt_read_ipv4_cast(unsigned char *head, __u32 off, struct nt_tuple *t)
+{
+	const struct iphdr *ip = NT_CAST(struct iphdr, head + off);
+	/* version and ihl share the first byte (bitfields). */
+	__u8 vihl = *(const __u8 *)ip;
+	__u32 thoff;
+
+	if ((vihl >> 4) != 4 || (vihl & 0xf) < 5)
+		return 0;
+	t->saddr = ip->saddr;
+	t->daddr = ip->daddr;
+	t->proto = ip->protocol;
+	thoff = off + (vihl & 0xf) * 4;
+	/* Later fragments carry no transport header. */
+	if (bpf_ntohs(ip->frag_off) & IP_OFFSET_MASK)
+		return thoff;
+	return nt_read_ports_cast(head + thoff, thoff, t);
+}
+
+/* Reads an IPv4 header and its ports at off from head. Returns the offset
+ * just past the transport header, or 0 when there is no IPv4 packet there.
+ * Without bpf_rdonly_cast: in one probe read when the header has no
+ * options. */
 static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct nt_tuple *t)
 {
 	struct {
@@ -553,6 +640,8 @@ static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct
 	__u8 *th = h.th;
 	__u32 thoff;
 
+	if (bpf_rdonly_cast)
+		return nt_read_ipv4_cast(head, off, t);
 	if (bpf_probe_read_kernel(&h, sizeof(h), head + off))
 		return 0;
 	if (h.ip.version != 4 || h.ip.ihl < 5)
@@ -634,20 +723,30 @@ static __always_inline bool nt_parse_skb(struct sk_buff *skb, bool use_data, str
 static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, struct nt_tuple *t)
 {
 	struct nf_conntrack_tuple ct;
+	const struct nf_conntrack_tuple *c = &ct;
 
 	__builtin_memset(t, 0, sizeof(*t));
-	if (bpf_probe_read_kernel(&ct, sizeof(ct), src))
+	if (bpf_rdonly_cast)
+		c = NT_CAST(struct nf_conntrack_tuple, src);
+	else if (bpf_probe_read_kernel(&ct, sizeof(ct), src))
 		return;
-	t->saddr = ct.src.u3.ip;
-	t->daddr = ct.dst.u3.ip;
-	t->proto = ct.dst.protonum;
+	t->saddr = c->src.u3.ip;
+	t->daddr = c->dst.u3.ip;
+	t->proto = c->dst.protonum;
 	if (t->proto == IPPROTO_ICMP) {
-		t->sport = (ct.dst.u.icmp.type << 8) | ct.dst.u.icmp.code;
-		t->dport = bpf_ntohs(ct.src.u.icmp.id);
+		t->sport = (c->dst.u.icmp.type << 8) | c->dst.u.icmp.code;
+		t->dport = bpf_ntohs(c->src.u.icmp.id);
 	} else {
-		t->sport = bpf_ntohs(ct.src.u.all);
-		t->dport = bpf_ntohs(ct.dst.u.all);
+		t->sport = bpf_ntohs(c->src.u.all);
+		t->dport = bpf_ntohs(c->dst.u.all);
 	}
+}
+
+static __always_inline __u32 nt_ct_status(struct nf_conn *ct)
+{
+	if (bpf_rdonly_cast)
+		return NT_CAST(struct nf_conn, ct)->status;
+	return BPF_CORE_READ(ct, status);
 }
 
 static __always_inline __u64 nt_ct_of(struct sk_buff *skb, bool direct)
@@ -721,6 +820,8 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 	int verdict;
 
 	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
+		return false;
+	if (!dropping && nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
 		return false;
 	/* The namespace is needed before the filter only when namespaces are
 	 * restricted; otherwise nt_fill_dev reads it for reported events. */

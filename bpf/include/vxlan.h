@@ -69,6 +69,15 @@ static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device
 	__u8 one = 1;
 
 	if (vxlan_is_vxlan_dev(dev)) {
+		/* An established connection's segment is not reported
+		 * encapsulated either: not worth a map update per packet. */
+		struct nt_tuple t = {};
+		unsigned char *head = skb->head;
+
+		if (skb->protocol != bpf_htons(ETH_P_IP) ||
+		    !nt_read_ipv4(head, nt_l3_offset(skb, head, false, true), &t) ||
+		    nt_unremarkable(nt_ct_of(skb, true), &t, NULL))
+			return;
 		bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
 		vxlan_enter(skb, dev, true);
 		return;
@@ -85,7 +94,7 @@ static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device
 		return;
 	if (!nt_netns_watched(nt_dev_netns(dev, true)))
 		return;
-	if (nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner) != NT_REPORT)
+	if (nt_unremarkable(0, &e.tuple, &e.inner) || nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner) != NT_REPORT)
 		return;
 	nt_fill_ct(skb, &e);
 	nt_fill_dev(dev, &e);

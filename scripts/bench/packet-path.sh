@@ -15,6 +15,7 @@
 # and mean ns per run, per program.
 #
 # BUSY=1 runs the lab's background traffic (ntlab noise) throughout.
+# ROUNDS=0 skips the throughput rounds (statistics only).
 #
 # Usage: scripts/bench/packet-path.sh [ROUNDS] [SECONDS]   (root)
 set -euo pipefail
@@ -22,6 +23,7 @@ cd "$(dirname "$0")/../.."
 ROUNDS=${1:-5}
 SECS=${2:-3}
 NETTRACE=bin/nettrace NTLAB=bin/ntlab
+scripts/deps.sh bench
 OUT=$(mktemp -d)
 CONNRATE=$OUT/connrate FLOOR=$OUT/floor
 go build -o "$CONNRATE" ./scripts/bench/connrate
@@ -105,7 +107,7 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
-python3 - "$OUT/results" "${MODES[@]}" <<'PY'
+[ "$ROUNDS" -gt 0 ] && python3 - "$OUT/results" "${MODES[@]}" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
