@@ -81,7 +81,7 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->skb = (__u64)skb;
 	slot->pre = e.tuple;
 	slot->active = 1;
-	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, NULL) &&
+	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, (e.flags & NT_F_INNER) ? &e.inner : NULL) &&
 			 nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) == NT_REPORT;
 }
 
@@ -149,7 +149,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		followed = slot->followed;
 	}
 	if (!followed) {
-		if (nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, NULL))
+		if (nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, (e.flags & NT_F_INNER) ? &e.inner : NULL))
 			goto out;
 		/* A packet DNATed onto the filter's address is followed from
 		 * here on; one DNATed away from it (a ClusterIP) by its tuple

@@ -483,7 +483,9 @@ static __always_inline bool nt_unremarkable(__u64 ct, const struct nt_tuple *t, 
 
 	if (all_packets || c->proto != IPPROTO_TCP || (c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)))
 		return false;
-	return !ct || (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED);
+	/* An encapsulated packet's entry is the tunnel's, which says nothing
+	 * of the connection inside. */
+	return inner || !ct || (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED);
 }
 
 /* Decides whether an observation is reported: the packet or its conntrack
