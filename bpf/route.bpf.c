@@ -101,7 +101,13 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	 * are not routing decisions. */
 	if (table == RT_TABLE_LOCAL)
 		return 0;
-	if (slot && slot->active && slot->followed) {
+	/* The re-route a DNAT in OUTPUT triggers looks up the packet's
+	 * source (or none) and its new destination: a lookup on this CPU
+	 * inside the window that does not (a softirq's input route, or any
+	 * lookup after a NAT that dropped its packet, whose window stays open)
+	 * is not that packet's. */
+	if (slot && slot->active && slot->followed && (!flp->saddr || flp->saddr == slot->pre.saddr) &&
+	    flp->daddr != slot->pre.daddr) {
 		e.skb = slot->skb;
 		e.hook = NF_INET_LOCAL_OUT;
 	} else if (!filter_len || !nt_filter_match(&e.tuple)) {

@@ -127,14 +127,17 @@ type jsonSummary struct {
 	FlowsEvicted uint64            `json:"flows_evicted"`
 	// Contradictions counts events that named a known flow but belonged
 	// to another connection (flow.Stats.Contradictions).
-	Contradictions uint64            `json:"contradictions"`
-	Findings       map[string]uint64 `json:"findings"`
+	Contradictions uint64 `json:"contradictions"`
+	// Unheld counts route lookups not kept because one packet had too
+	// many (flow.Stats.Unheld).
+	Unheld   uint64            `json:"route_lookups_not_kept,omitempty"`
+	Findings map[string]uint64 `json:"findings"`
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
 	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: pointNames(s.Events),
 		Lost: pointNames(s.Lost), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
-		Contradictions: s.Flows.Contradictions, Findings: s.Findings}
+		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Findings: s.Findings}
 }
 
 func pointNames(m map[event.Point]uint64) map[string]uint64 {

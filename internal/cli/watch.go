@@ -313,7 +313,7 @@ func (r *watchRun) loop() error {
 	}
 	var rec ringbuf.Record
 	var ev event.Event
-	lastRescan, lastJudged := time.Now(), time.Now()
+	lastRescan, lastJudged, lastTick := time.Now(), time.Now(), time.Now()
 	stopping := false
 	for {
 		if !stopping {
@@ -352,6 +352,12 @@ func (r *watchRun) loop() error {
 					lastJudged = time.Now()
 				}
 			}
+			// Flows end, held events expire and the recording is
+			// flushed on a clock too: a busy ring buffer never idles.
+			if time.Since(lastTick) >= tick {
+				r.p.tick(kernel.MonotonicNow())
+				lastTick = time.Now()
+			}
 			if r.p.err != nil {
 				return r.p.err
 			}
@@ -370,6 +376,7 @@ func (r *watchRun) loop() error {
 			return r.p.err
 		}
 		r.p.tick(kernel.MonotonicNow())
+		lastTick = time.Now()
 		if r.rescan != nil && time.Since(lastRescan) > time.Second {
 			r.rescan()
 			lastRescan = time.Now()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
 // Text writes one line per event: time, netns/device, point and hook,
@@ -175,8 +176,12 @@ func WriteSummary(w io.Writer, s Summary) {
 		found = append(found, fmt.Sprintf("%s %d", rule, n))
 	}
 	sort.Strings(found)
-	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit, %d started by a new connection on a known tuple); findings: %s\n",
-		s.Flows.Flows, s.Flows.Evicted, s.Flows.Contradictions, orNone(found))
+	unheld := ""
+	if s.Flows.Unheld > 0 {
+		unheld = fmt.Sprintf(", %d route lookups not kept (more than %d for one packet)", s.Flows.Unheld, flow.MaxHeld)
+	}
+	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit, %d started by a new connection on a known tuple%s); findings: %s\n",
+		s.Flows.Flows, s.Flows.Evicted, s.Flows.Contradictions, unheld, orNone(found))
 }
 
 func orNone(s []string) string {

@@ -31,7 +31,10 @@ type Stats struct {
 	// new initial sequence number, conntrack entry or socket): the key
 	// passed to the new connection's flow instead of joining the two.
 	Contradictions uint64
-	Active         int
+	// Unheld counts partial events (route lookups without a tuple of
+	// their own) past MaxHeld for one packet, not kept.
+	Unheld uint64
+	Active int
 }
 
 // Correlator turns events into flows. A flow handed to done is valid
@@ -324,10 +327,19 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	p.Events = append(p.Events, stored)
 }
 
+// MaxHeld bounds the partial events kept for one packet: it makes one or
+// two route lookups; more are another packet's lookups attributed to it,
+// and must not grow memory without bound.
+const MaxHeld = 8
+
 // hold keeps a partial event of a packet until the packet's next event.
 func (c *Correlator) hold(e *event.Event) {
 	id := skbID{e.Skb, e.SkbSeen}
 	h, ok := c.held[id]
+	if len(h) >= MaxHeld {
+		c.stats.Unheld++
+		return
+	}
 	if !ok && len(c.freeHeld) > 0 {
 		h = c.freeHeld[len(c.freeHeld)-1]
 		c.freeHeld = c.freeHeld[:len(c.freeHeld)-1]

@@ -181,3 +181,20 @@ func TestPacketsPastTheCapAreCountedNotKept(t *testing.T) {
 		t.Errorf("%d skb states left behind", n)
 	}
 }
+
+func TestRouteLookupsPerPacketAreBounded(t *testing.T) {
+	var s fixture.Seq
+	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	var events []event.Event
+	for i := 0; i < MaxHeld+5; i++ {
+		events = append(events, fixture.Route(&s, 0x1, "n1", "10.0.0.1", "10.0.0.2", "eth0"))
+	}
+	events = append(events, fixture.Dev(&s, 0x1, "n1/eth0", event.KindDevTx, a))
+	c, flows := run(DefaultConfig, events)
+	if len(flows) != 1 || len(flows[0].Packets) != 1 {
+		t.Fatalf("%d flows, want 1 with one packet: %+v", len(flows), flows)
+	}
+	if n, st := len(flows[0].Packets[0].Events), c.Stats(); n != MaxHeld+1 || st.Unheld != 5 {
+		t.Fatalf("%d events on the packet, %d route lookups not kept; want %d and 5", n, st.Unheld, MaxHeld+1)
+	}
+}
