@@ -354,8 +354,11 @@ func (r *watchRun) loop() error {
 			}
 			// Flows end, held events expire and the recording is
 			// flushed on a clock too: a busy ring buffer never idles.
+			// At the time of the event just read, not the clock's: the
+			// ring buffer may hold seconds of later events, and a flow
+			// idle by the clock may have its next events there.
 			if time.Since(lastTick) >= tick {
-				r.p.tick(kernel.MonotonicNow())
+				r.p.tick(ev.Time)
 				lastTick = time.Now()
 			}
 			if r.p.err != nil {

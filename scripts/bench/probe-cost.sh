@@ -53,7 +53,7 @@ run() {
 	echo "== $label: filter '$filter', $N connections in $(echo "$end - $start" | bc) s"
 	python3 - "$OUT/progs.json" <<'PY'
 import json, sys
-ours = ("nat_", "route_", "vxlan_", "syn_", "drop_", "dev_", "tcp_")
+ours = ("nat_", "route_", "vxlan_", "syn_", "drop_", "dev_", "tcp_", "site_")
 print(f"{'program':<18}{'runs':>10}{'ns/run':>10}")
 for p in sorted(json.load(open(sys.argv[1])), key=lambda p: p.get("name", "")):
     n = p.get("name", "")
