@@ -129,6 +129,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	struct nt_event e;
 	bool followed = false;
 	struct net_device *out;
+	__u64 ct;
 	int verdict;
 
 	if (hook >= NT_HOOKS)
@@ -149,18 +150,19 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		followed = slot->followed;
 	}
 	if (!followed) {
-		if (nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, (e.flags & NT_F_INNER) ? &e.inner : NULL))
+		ct = nt_ct_of(skb, direct);
+		if (nt_unremarkable(ct, &e.tuple, (e.flags & NT_F_INNER) ? &e.inner : NULL))
 			goto out;
 		/* A packet DNATed onto the filter's address is followed from
 		 * here on; one DNATed away from it (a ClusterIP) by its tuple
 		 * before. */
-		verdict = nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL);
+		verdict = nt_follow(e.skb, ct, &e.tuple, NULL);
 		if (verdict == NT_QUIET)
 			goto out;
 		if (!(e.flags & NT_F_PRE) && nat_pre_from_ct(skb, hook, &e.tuple, &e.u.nat.pre, direct)) {
 			e.flags |= NT_F_PRE;
 			if (verdict == NT_SKIP && !nt_same_tuple(&e.u.nat.pre, &e.tuple))
-				verdict = nt_follow(e.skb, nt_ct_of(skb, direct), &e.u.nat.pre, NULL);
+				verdict = nt_follow(e.skb, ct, &e.u.nat.pre, NULL);
 		}
 		if (verdict != NT_REPORT)
 			goto out;

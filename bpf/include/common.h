@@ -457,6 +457,14 @@ static __always_inline void nt_track(__u64 skb, __u64 ct, const struct nt_tuple 
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_RST 0x04
 
+/* A TCP segment without SYN, FIN or RST (data or an ACK), unless every
+ * packet is wanted: what an established connection mostly carries. */
+static __always_inline bool nt_plain_segment(const struct nt_tuple *c)
+{
+	return !all_packets && c->proto == IPPROTO_TCP &&
+	       !(c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST));
+}
+
 /* A data or ACK segment of an established (ASSURED) TCP connection tells
  * nothing the explanations need unless it is dropped: reporting each at
  * every hook of every namespace would cost more than the traffic. */
@@ -464,28 +472,22 @@ static __always_inline bool nt_quiet(__u64 ct, const struct nt_tuple *t, const s
 {
 	const struct nt_tuple *c = inner ? inner : t;
 
-	if (all_packets || !c || !ct || c->proto != IPPROTO_TCP ||
-	    (c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)))
-		return false;
-	return nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED;
+	return c && ct && nt_plain_segment(c) && (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED);
 }
 
 /* Whether a packet is one that is never reported except where it is
- * dropped: a TCP segment without SYN, FIN or RST, of an established
- * connection (its conntrack entry ASSURED; where conntrack does not run,
- * the flags alone, so the handshake's last ACK is not reported there
- * either). Decided before any map lookup or filter, as most packets of a
- * busy node are such segments, followed or not; the drop point, which
- * reports them, does not ask. */
+ * dropped: a plain segment of an established connection (its conntrack
+ * entry ASSURED; where conntrack does not run, any, so the handshake's last
+ * ACK is not reported there either). Decided before any map lookup or
+ * filter, as most packets of a busy node are such segments, followed or
+ * not; the drop point, which reports them, does not ask. An encapsulated
+ * packet's entry is the tunnel's, which says nothing of the connection
+ * inside. */
 static __always_inline bool nt_unremarkable(__u64 ct, const struct nt_tuple *t, const struct nt_tuple *inner)
 {
 	const struct nt_tuple *c = inner ? inner : t;
 
-	if (all_packets || c->proto != IPPROTO_TCP || (c->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_FIN | TCP_FLAG_RST)))
-		return false;
-	/* An encapsulated packet's entry is the tunnel's, which says nothing
-	 * of the connection inside. */
-	return inner || !ct || (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED);
+	return nt_plain_segment(c) && (inner || !ct || (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED));
 }
 
 /* Decides whether an observation is reported: the packet or its conntrack
