@@ -45,6 +45,8 @@ type Correlator struct {
 	freePackets []*Packet
 	freeSkbs    []*skbState
 	freeHeld    [][]event.Event
+	// decoded holds the events of the flow being handed out.
+	decoded []event.Event
 
 	cfg  Config
 	skbs map[skbID]*skbState
@@ -301,10 +303,8 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		f.Start = e.Time
 	}
 	c.touch(f)
-	stored := *e
-	stored.Packet = nil // refers to a buffer about to be reused
 	if skb.kind == 0 {
-		f.Socket = append(f.Socket, stored)
+		f.socket.add(e)
 		c.closeSocket(e)
 		return
 	}
@@ -321,10 +321,12 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	}
 	id := skbID{skb.id, skb.aux}
 	if held, ok := c.held[id]; ok {
-		p.Events = append(p.Events, held...)
+		for i := range held {
+			p.add(&held[i])
+		}
 		c.dropHeld(id, held)
 	}
-	p.Events = append(p.Events, stored)
+	p.add(e)
 }
 
 // MaxHeld bounds the partial events kept for one packet: it makes one or
@@ -367,7 +369,8 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 		a, b = b, a
 	}
 	a.Packets = append(a.Packets, b.Packets...)
-	a.Socket = append(a.Socket, b.Socket...)
+	a.socket.recs = append(a.socket.recs, b.socket.recs...)
+	a.socket.n += b.socket.n
 	a.conn.merge(&b.conn)
 	for _, k := range b.keys {
 		if c.byKey[k] == b {
@@ -388,7 +391,7 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 	delete(c.flows, b)
 	c.unlink(b)
 	b.Packets = nil
-	b.Socket = nil
+	b.socket = Packet{}
 	b.keys = nil
 	return a
 }

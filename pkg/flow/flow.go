@@ -16,11 +16,22 @@ import (
 
 // Packet is one packet's path: its events in kernel time order.
 type Packet struct {
-	Skb    uint64
+	Skb uint64
+	// Events are decoded when the flow ends: while it is open they are
+	// held in their compact form (event.AppendCompact), a fifth of the
+	// memory.
 	Events []event.Event
 
+	recs  []byte // the events in compact form, in arrival order
+	n     int    // how many events recs holds
 	seen  uint64 // when the kernel first saw the skb address holding it
 	epoch uint32 // which use of the skb identity this packet is
+}
+
+// add keeps an event of the packet.
+func (p *Packet) add(e *event.Event) {
+	p.recs = event.AppendCompact(p.recs, e)
+	p.n++
 }
 
 // First is the packet's first event.
@@ -47,14 +58,16 @@ type Flow struct {
 	End     uint64 // kernel time of the last event
 	Packets []*Packet
 	// Socket holds the events that concern the flow but no packet (TCP
-	// state changes, route lookups without an skb).
+	// state changes, route lookups without an skb), decoded when the flow
+	// ends like a packet's.
 	Socket []event.Event
 	// Unkept counts the events of packets past Config.MaxPackets: seen,
 	// not kept.
 	Unkept uint64
 
-	keys []key
-	conn connState
+	socket Packet // the socket events while the flow is open
+	keys   []key
+	conn   connState
 	// prev and next link flows by last activity, oldest first, so that
 	// expiry and eviction never scan every flow.
 	prev, next *Flow

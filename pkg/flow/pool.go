@@ -2,6 +2,7 @@ package flow
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -59,10 +60,30 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 			}
 		}
 	}
+	c.decode(f)
 	f.sortPackets()
 	c.stats.Flows++
 	done(f)
 	c.recycle(f)
+}
+
+// decode turns an ended flow's compact events into Events, in one array
+// reused for every flow, so that only the flow being handed out takes the
+// room of full events.
+func (c *Correlator) decode(f *Flow) {
+	total := f.socket.n
+	for _, p := range f.Packets {
+		total += p.n
+	}
+	if cap(c.decoded) < total {
+		c.decoded = make([]event.Event, total)
+	}
+	all := c.decoded[:total]
+	for _, p := range f.Packets {
+		all = p.decode(all)
+	}
+	f.socket.decode(all)
+	f.Socket = f.socket.Events
 }
 
 func (c *Correlator) forgetSkb(id skbID) {
@@ -102,7 +123,7 @@ func (c *Correlator) newPacket() *Packet {
 		c.freePackets = c.freePackets[:n-1]
 		return p
 	}
-	return &Packet{Events: make([]event.Event, 0, 2)}
+	return &Packet{}
 }
 
 // recycle keeps a finished flow's memory for later flows. Slices keep
@@ -110,16 +131,42 @@ func (c *Correlator) newPacket() *Packet {
 // stays bounded by typical flows.
 func (c *Correlator) recycle(f *Flow) {
 	for _, p := range f.Packets {
-		if cap(p.Events) <= 64 {
-			p.Events = p.Events[:0]
+		if cap(p.recs) <= maxKeptRecs {
+			*p = Packet{recs: p.recs[:0]}
 			c.freePackets = append(c.freePackets, p)
 		}
 	}
-	if cap(f.Packets) <= 64 && cap(f.Socket) <= 64 && cap(f.keys) <= 256 {
-		*f = Flow{Packets: f.Packets[:0], Socket: f.Socket[:0], keys: f.keys[:0]}
+	if cap(f.Packets) <= 64 && cap(f.socket.recs) <= maxKeptRecs && cap(f.keys) <= 256 {
+		*f = Flow{Packets: f.Packets[:0], socket: Packet{recs: f.socket.recs[:0]}, keys: f.keys[:0]}
 		c.freeFlows = append(c.freeFlows, f)
 	}
+	if cap(c.decoded) > maxKeptDecoded {
+		c.decoded = nil
+	}
 }
+
+// decode fills the start of room with the packet's events and returns
+// the rest.
+func (p *Packet) decode(room []event.Event) []event.Event {
+	p.Events = room[:p.n:p.n]
+	recs := p.recs
+	for i := range p.Events {
+		n, err := event.DecodeCompact(recs, &p.Events[i])
+		if err != nil {
+			panic(fmt.Sprintf("flow: event %d of packet %#x: %v", i, p.Skb, err)) // only AppendCompact wrote recs
+		}
+		recs = recs[n:]
+	}
+	return room[p.n:]
+}
+
+// Past these, a recycled packet's compact events and the array flows are
+// decoded into are let go: one unusually large flow must not hold memory
+// for the rest of the run.
+const (
+	maxKeptRecs    = 4 << 10
+	maxKeptDecoded = 1024
+)
 
 func (c *Correlator) evictOldest(done func(*Flow)) {
 	if c.oldest != nil {
