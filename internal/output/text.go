@@ -18,6 +18,7 @@ type Text struct {
 	ctIDs map[uint64]int // conntrack addresses shown as short numbers
 	// Colour marks drops and findings with ANSI colours (for a terminal).
 	Colour bool
+	tl     timeline
 }
 
 // NewText returns a text writer.

@@ -1,0 +1,237 @@
+package output
+
+import (
+	"net/netip"
+	"strconv"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// Colours for a terminal.
+type palette struct{ bold, red, yellow, dim, reset string }
+
+var (
+	colours   = palette{"\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[2m", "\x1b[0m"}
+	noColours = palette{}
+)
+
+// timeline is the reusable state of rendering flows as text: a replay
+// renders tens of thousands of flows, so every buffer is kept between
+// them.
+type timeline struct {
+	buf    []byte
+	sig    []byte
+	seen   map[string]int // path signature -> packet number
+	what   []string       // per step of the packet being rendered
+	shown  []bool
+	dnatIn []uint32 // namespaces where this packet was DNATed
+}
+
+// Flow writes a flow as a timeline, one block per packet, kept to what a
+// person needs: translations, the missing SNAT after a DNAT, encapsulation,
+// the devices a packet entered, listener outcomes and drops. A packet that
+// took the same path as an earlier one (a retransmit) is one line. JSON
+// output has every step.
+func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
+	c := noColours
+	if t.Colour {
+		c = colours
+	}
+	tl := &t.tl
+	if tl.seen == nil {
+		tl.seen = map[string]int{}
+	}
+	clear(tl.seen)
+	b := tl.buf[:0]
+	ft := f.Tuple()
+	b = append(b, c.bold...)
+	b = append(b, "flow "...)
+	b = strconv.AppendUint(b, f.ID, 10)
+	b = append(b, "  "...)
+	b = append(b, event.ProtoName(ft.Proto)...)
+	b = append(b, ' ')
+	b = appendAddrPorts(b, ft)
+	b = append(b, c.reset...)
+	b = append(b, "  "...)
+	b = t.names.wall(f.Start).AppendFormat(b, "15:04:05.000")
+	b = append(b, ", "...)
+	b = strconv.AppendInt(b, int64(len(f.Packets)), 10)
+	b = append(b, " packets, "...)
+	b = strconv.AppendFloat(b, float64(f.End-f.Start)/1e6, 'f', 1, 64)
+	b = append(b, " ms\n"...)
+	client := f.Tuple()
+	for i, p := range f.Packets {
+		pt := firstTuple(p)
+		dir, label, end := direction(client, pt, p), packetLabel(pt), t.names.PacketEnd(p)
+		tl.describe(t.names, p)
+		tl.sig = append(append(append(tl.sig[:0], dir...), label...), end...)
+		for k := range p.Events {
+			e := &p.Events[k]
+			tl.sig = strconv.AppendUint(append(tl.sig, '|'), uint64(e.Netns), 10)
+			tl.sig = append(append(tl.sig, '/'), e.Ifname.String()...)
+			tl.sig = append(tl.sig, byte(e.Point), byte(e.Hook), ' ')
+			tl.sig = append(tl.sig, tl.what[k]...)
+		}
+		if first, ok := tl.seen[string(tl.sig)]; ok {
+			b = append(b, "  "...)
+			b = appendPacketLabel(b, dir, label, pt)
+			b = append(b, "  at "...)
+			b = appendOffset(b, p.Events[0].Time, f.Start, 0)
+			b = append(b, ": same path as packet "...)
+			b = strconv.AppendInt(b, int64(first), 10)
+			b = append(b, '\n')
+			continue
+		}
+		tl.seen[string(tl.sig)] = i + 1
+		b = append(b, "  "...)
+		b = strconv.AppendInt(b, int64(i+1), 10)
+		b = append(b, ' ')
+		b = appendPacketLabel(b, dir, label, pt)
+		b = append(b, '\n')
+		for k := range p.Events {
+			if !tl.shown[k] {
+				continue
+			}
+			e := &p.Events[k]
+			b = append(b, "    "...)
+			b = append(b, c.dim...)
+			b = appendOffset(b, e.Time, f.Start, 10)
+			b = append(b, c.reset...)
+			b = append(b, "  "...)
+			mark := len(b)
+			b = append(b, t.names.netns(e.Netns)...)
+			if dev := e.Ifname.String(); dev != "" {
+				b = append(append(b, '/'), dev...)
+			}
+			b = pad(b, mark, 24)
+			b = append(b, ' ')
+			mark = len(b)
+			b = append(b, e.Point.String()...)
+			if h := e.Hook.String(); h != "" {
+				b = append(append(b, ' '), h...)
+			}
+			b = pad(b, mark, 17)
+			b = append(b, ' ')
+			if e.Point == event.PointDrop {
+				b = append(append(append(b, c.red...), tl.what[k]...), c.reset...)
+			} else {
+				b = append(b, tl.what[k]...)
+			}
+			b = append(b, '\n')
+		}
+		b = append(append(append(b, "    => "...), end...), '\n')
+	}
+	if f.Unkept > 0 {
+		b = append(b, "  ... and "...)
+		b = strconv.AppendUint(b, f.Unkept, 10)
+		b = append(b, " events of later packets, not kept (--max-packets)\n"...)
+	}
+	if fd != nil {
+		b = append(append(append(append(b, "  "...), c.red...), c.bold...), fd.Rule...)
+		b = append(append(append(b, c.reset...), ": "...), fd.Summary...)
+		b = append(b, '\n')
+		for _, ev := range fd.Evidence {
+			b = append(append(append(b, "    - "...), ev.Fact...), '\n')
+		}
+	}
+	b = append(b, '\n')
+	tl.buf = b
+	_, err := t.w.Write(b)
+	return err
+}
+
+// describe decides which steps of a packet the timeline shows, and how
+// (tl.what, tl.shown). When none is notable the plain path is shown.
+func (tl *timeline) describe(n Names, p *flow.Packet) {
+	tl.what, tl.shown, tl.dnatIn = tl.what[:0], tl.shown[:0], tl.dnatIn[:0]
+	any := false
+	for k := range p.Events {
+		e := &p.Events[k]
+		what := n.Step(e)
+		if e.Point == event.PointNAT && len(what) >= 4 && what[:4] == "DNAT" {
+			tl.dnatIn = append(tl.dnatIn, e.Netns)
+		}
+		brief, show := briefStep(e, what, k == len(p.Events)-1, tl.dnatHere(e.Netns))
+		if show {
+			what = brief
+		}
+		tl.what, tl.shown = append(tl.what, what), append(tl.shown, show)
+		any = any || show
+	}
+	if !any {
+		for k := range tl.shown {
+			tl.shown[k] = true
+		}
+	}
+}
+
+func (tl *timeline) dnatHere(netns uint32) bool {
+	for _, n := range tl.dnatIn {
+		if n == netns {
+			return true
+		}
+	}
+	return false
+}
+
+// briefStep decides whether the text timeline shows a step, and how.
+func briefStep(e *event.Event, what string, last, dnatHere bool) (string, bool) {
+	switch {
+	case e.Point == event.PointNAT && what == "no NAT":
+		if dnatHere && e.Hook == event.HookPostrouting && !e.HasInner() {
+			return "no SNAT (source unchanged after the DNAT)", true
+		}
+		return "", false
+	case e.Point == event.PointDev && e.Kind == event.KindDevTx && !last:
+		return "", false
+	case e.Point == event.PointDev:
+		return e.Kind.String(), true
+	}
+	return what, true
+}
+
+// appendOffset appends the time of an event from the flow's start in
+// milliseconds, signed, right-aligned in width.
+func appendOffset(b []byte, at, start uint64, width int) []byte {
+	us := float64(int64(at)-int64(start)) / 1e3
+	var num [32]byte
+	n := num[:0]
+	if us >= 0 {
+		n = append(n, '+')
+	}
+	n = strconv.AppendFloat(n, us/1e3, 'f', 3, 64)
+	for i := len(n); i < width; i++ {
+		b = append(b, ' ')
+	}
+	return append(append(b, n...), "ms"...)
+}
+
+// pad fills b with spaces from mark to width, as %-*s does.
+func pad(b []byte, mark, width int) []byte {
+	for len(b)-mark < width {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+func appendPacketLabel(b []byte, dir, label string, t event.Tuple) []byte {
+	b = append(append(append(append(b, dir...), ' '), label...), ' ')
+	return appendAddrPorts(b, t)
+}
+
+// appendAddrPorts appends "src:sport > dst:dport".
+func appendAddrPorts(b []byte, t event.Tuple) []byte {
+	b = strconv.AppendUint(append(appendAddr(b, t.Src), ':'), uint64(t.Sport), 10)
+	b = append(b, " > "...)
+	return strconv.AppendUint(append(appendAddr(b, t.Dst), ':'), uint64(t.Dport), 10)
+}
+
+// appendAddr appends what a.String() returns, without allocating.
+func appendAddr(b []byte, a netip.Addr) []byte {
+	if !a.IsValid() {
+		return append(b, a.String()...)
+	}
+	return a.AppendTo(b)
+}
