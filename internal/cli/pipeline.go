@@ -14,7 +14,9 @@ import (
 
 // pipeline is what watch, record and replay share: each event is counted,
 // recorded, shown and correlated; each finished flow is explained and
-// shown.
+// shown. Unless events are shown as they come (their lines and the flows'
+// blocks must keep their order), flows are explained and shown on a
+// goroutine of their own, so that correlation keeps a core to itself.
 type pipeline struct {
 	w          output.Writer // nil: nothing on stdout (record)
 	jw         *output.JSON
@@ -27,6 +29,13 @@ type pipeline struct {
 	total      uint64
 	findings   map[string]uint64
 	err        error
+	// ended carries finished flows to the goroutine that explains and
+	// shows them, which closes shown when it is done; nil when flows are
+	// shown in place.
+	ended chan *flow.Flow
+	shown chan struct{}
+	// showErr is the first error of showing flows on that goroutine.
+	showErr error
 }
 
 type pipelineOptions struct {
@@ -40,9 +49,13 @@ type pipelineOptions struct {
 	recorder   *trace.Writer
 }
 
+// endedBacklog bounds the flows waiting to be shown: past it correlation
+// waits, so that memory stays bounded when output is slow.
+const endedBacklog = 256
+
 func newPipeline(o pipelineOptions) *pipeline {
-	p := &pipeline{names: o.names, corr: flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows, MaxPackets: o.maxPackets}), rec: o.recorder,
-		showEvents: o.events, limit: o.limit, counts: map[event.Point]uint64{}, findings: map[string]uint64{}}
+	p := &pipeline{names: o.names, rec: o.recorder, showEvents: o.events, limit: o.limit,
+		counts: map[event.Point]uint64{}, findings: map[string]uint64{}}
 	switch o.format {
 	case "json":
 		p.jw = output.NewJSON(os.Stdout, o.names)
@@ -51,6 +64,12 @@ func newPipeline(o pipelineOptions) *pipeline {
 		tw := output.NewText(os.Stdout, o.names)
 		tw.Colour = isTerminal(os.Stdout)
 		p.w = tw
+	}
+	deferred := !p.showEvents
+	p.corr = flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows, MaxPackets: o.maxPackets, Deferred: deferred})
+	if deferred {
+		p.ended, p.shown = make(chan *flow.Flow, endedBacklog), make(chan struct{})
+		go p.showEnded()
 	}
 	return p
 }
@@ -79,19 +98,43 @@ func (p *pipeline) event(e *event.Event) {
 	p.corr.Add(e, p.flowDone)
 }
 
-// flowDone explains a finished flow and shows it. A flow of socket events
-// alone (no packet seen) has nothing to show.
+// flowDone takes a finished flow from the correlator.
 func (p *pipeline) flowDone(f *flow.Flow) {
-	if len(f.Packets) == 0 {
+	if p.ended != nil {
+		p.ended <- f
 		return
+	}
+	p.fail(p.show(f))
+}
+
+// showEnded explains and shows the flows the correlator hands over, and
+// gives their memory back.
+func (p *pipeline) showEnded() {
+	defer close(p.shown)
+	var room []event.Event
+	for f := range p.ended {
+		room = f.Decode(room)
+		if err := p.show(f); err != nil && p.showErr == nil {
+			p.showErr = err
+		}
+		p.corr.Release(f)
+	}
+}
+
+// show explains a finished flow and shows it. A flow of socket events
+// alone (no packet seen) has nothing to show.
+func (p *pipeline) show(f *flow.Flow) error {
+	if len(f.Packets) == 0 {
+		return nil
 	}
 	fd := explain.Explain(f, p.names)
 	if fd != nil {
 		p.findings[fd.Rule]++
 	}
 	if p.w != nil {
-		p.fail(p.w.Flow(f, fd))
+		return p.w.Flow(f, fd)
 	}
+	return nil
 }
 
 // tick ends the flows idle at kernel time now and pushes the recording
@@ -107,6 +150,11 @@ func (p *pipeline) tick(now uint64) {
 // last JSON object.
 func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.Summary {
 	p.corr.Flush(p.flowDone)
+	if p.ended != nil {
+		close(p.ended)
+		<-p.shown
+		p.fail(p.showErr)
+	}
 	sum := output.Summary{Events: p.counts, Lost: lost, Duration: d, Flows: p.corr.Stats(), Findings: p.findings}
 	output.WriteSummary(os.Stderr, sum)
 	if p.jw != nil {

@@ -2,17 +2,18 @@ package output
 
 import (
 	"fmt"
-	"strings"
+	"strconv"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
 func addrPort(t event.Tuple, source bool) string {
+	var b [64]byte
 	if source {
-		return fmt.Sprintf("%s:%d", t.Src, t.Sport)
+		return string(strconv.AppendUint(append(appendAddr(b[:0], t.Src), ':'), uint64(t.Sport), 10))
 	}
-	return fmt.Sprintf("%s:%d", t.Dst, t.Dport)
+	return string(strconv.AppendUint(append(appendAddr(b[:0], t.Dst), ':'), uint64(t.Dport), 10))
 }
 
 // Step says in a few words what one event did to its packet.
@@ -22,21 +23,26 @@ func (n Names) Step(e *event.Event) string {
 		if e.Flags&event.FlagPre == 0 {
 			return "NAT hook (state before unknown)"
 		}
-		var parts []string
 		pre, post := e.NAT.Pre, e.Tuple
-		if pre.Dst != post.Dst || pre.Dport != post.Dport {
-			parts = append(parts, fmt.Sprintf("DNAT %s -> %s", addrPort(pre, false), addrPort(post, false)))
+		dnat := pre.Dst != post.Dst || pre.Dport != post.Dport
+		snat := pre.Src != post.Src || pre.Sport != post.Sport
+		if !dnat && !snat {
+			return "no NAT"
 		}
-		if pre.Src != post.Src || pre.Sport != post.Sport {
-			parts = append(parts, fmt.Sprintf("SNAT %s -> %s", addrPort(pre, true), addrPort(post, true)))
+		s := ""
+		if dnat {
+			s = "DNAT " + addrPort(pre, false) + " -> " + addrPort(post, false)
 		}
-		if len(parts) == 0 {
-			parts = append(parts, "no NAT")
+		if snat {
+			if s != "" {
+				s += ", "
+			}
+			s += "SNAT " + addrPort(pre, true) + " -> " + addrPort(post, true)
 		}
-		if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) && len(parts) > 0 && parts[0] != "no NAT" {
-			parts = append(parts, "route via "+out)
+		if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
+			s += ", route via " + out
 		}
-		return strings.Join(parts, ", ")
+		return s
 	case event.PointRoute:
 		s := "route via " + e.Route.OifName.String()
 		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
@@ -50,7 +56,7 @@ func (n Names) Step(e *event.Event) string {
 		if e.Kind == event.KindVXLANEnter {
 			return "into vxlan device"
 		}
-		return fmt.Sprintf("vxlan VNI %d %s -> VTEP %s", e.VXLAN.VNI, e.VXLAN.Local, e.VXLAN.Remote)
+		return "vxlan VNI " + strconv.FormatUint(uint64(e.VXLAN.VNI), 10) + " " + e.VXLAN.Local.String() + " -> VTEP " + e.VXLAN.Remote.String()
 	case event.PointSYN:
 		s := fmt.Sprintf("listener %s: %s", e.SYN.Listener, e.SYN.Outcome)
 		if e.SYN.AcceptMax > 0 {
@@ -58,7 +64,7 @@ func (n Names) Step(e *event.Event) string {
 		}
 		return s
 	case event.PointDrop:
-		return fmt.Sprintf("DROPPED %s at %s", n.dropReason(e.Drop.Reason), n.symbol(e.Drop.Location))
+		return "DROPPED " + n.dropReason(e.Drop.Reason) + " at " + n.symbol(e.Drop.Location)
 	case event.PointDev:
 		return e.Kind.String()
 	case event.PointTCP:

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"sync"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -17,6 +18,12 @@ type Config struct {
 	// counted in Flow.Unkept, not kept (a bulk transfer would otherwise
 	// keep everything).
 	MaxPackets int
+	// Deferred hands each ended flow to done with its events still
+	// compact: the receiver decodes them (Flow.Decode) in the goroutine
+	// that explains and shows the flow, and the flow is its until it calls
+	// Release. Correlation then runs on one core while flows are explained
+	// and rendered on another.
+	Deferred bool
 }
 
 // DefaultConfig is what watch and replay use unless told otherwise.
@@ -38,8 +45,9 @@ type Stats struct {
 }
 
 // Correlator turns events into flows. A flow handed to done is valid
-// during the call only: its memory is reused for later flows, so that
-// correlation allocates nothing per event once warm.
+// during the call only (unless Config.Deferred): its memory is reused for
+// later flows, so that correlation allocates nothing per event once warm.
+// A Correlator is not safe for concurrent use, except Release.
 type Correlator struct {
 	freeFlows   []*Flow
 	freePackets []*Packet
@@ -47,6 +55,9 @@ type Correlator struct {
 	freeHeld    [][]event.Event
 	// decoded holds the events of the flow being handed out.
 	decoded []event.Event
+	// released are the deferred flows given back, from any goroutine.
+	releasedMu sync.Mutex
+	released   []*Flow
 
 	cfg  Config
 	skbs map[skbID]*skbState

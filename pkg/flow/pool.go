@@ -60,30 +60,60 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 			}
 		}
 	}
-	c.decode(f)
-	f.sortPackets()
 	c.stats.Flows++
+	if c.cfg.Deferred {
+		done(f)
+		return
+	}
+	c.decoded = f.Decode(c.decoded)
 	done(f)
 	c.recycle(f)
 }
 
-// decode turns an ended flow's compact events into Events, in one array
-// reused for every flow, so that only the flow being handed out takes the
-// room of full events.
-func (c *Correlator) decode(f *Flow) {
+// Decode turns an ended flow's compact events into Packet.Events and
+// Socket, in time order, using room (grown when too small), and returns
+// room for the next flow: only the flows being handed out take the room of
+// full events. The correlator decodes the flows it hands out itself, but
+// with Config.Deferred.
+func (f *Flow) Decode(room []event.Event) []event.Event {
 	total := f.socket.n
 	for _, p := range f.Packets {
 		total += p.n
 	}
-	if cap(c.decoded) < total {
-		c.decoded = make([]event.Event, total)
+	if cap(room) < total {
+		room = make([]event.Event, total)
 	}
-	all := c.decoded[:total]
+	all := room[:total]
 	for _, p := range f.Packets {
 		all = p.decode(all)
 	}
 	f.socket.decode(all)
 	f.Socket = f.socket.Events
+	f.sortPackets()
+	if cap(room) > maxKeptDecoded {
+		return nil // one unusually large flow must not hold memory for the rest of the run
+	}
+	return room
+}
+
+// Release gives back a flow handed out with Config.Deferred once its
+// receiver is done with it, so that the correlator reuses its memory. Safe
+// to call from any goroutine.
+func (c *Correlator) Release(f *Flow) {
+	c.releasedMu.Lock()
+	c.released = append(c.released, f)
+	c.releasedMu.Unlock()
+}
+
+// reclaim recycles the flows given back by Release.
+func (c *Correlator) reclaim() {
+	c.releasedMu.Lock()
+	back := c.released
+	c.released = nil
+	c.releasedMu.Unlock()
+	for _, f := range back {
+		c.recycle(f)
+	}
 }
 
 func (c *Correlator) forgetSkb(id skbID) {
@@ -109,6 +139,9 @@ func (c *Correlator) newSkbState() *skbState {
 }
 
 func (c *Correlator) newFlow() *Flow {
+	if len(c.freeFlows) == 0 && c.cfg.Deferred {
+		c.reclaim()
+	}
 	if n := len(c.freeFlows); n > 0 {
 		f := c.freeFlows[n-1]
 		c.freeFlows = c.freeFlows[:n-1]
@@ -118,6 +151,9 @@ func (c *Correlator) newFlow() *Flow {
 }
 
 func (c *Correlator) newPacket() *Packet {
+	if len(c.freePackets) == 0 && c.cfg.Deferred {
+		c.reclaim()
+	}
 	if n := len(c.freePackets); n > 0 {
 		p := c.freePackets[n-1]
 		c.freePackets = c.freePackets[:n-1]
@@ -140,9 +176,6 @@ func (c *Correlator) recycle(f *Flow) {
 		*f = Flow{Packets: f.Packets[:0], socket: Packet{recs: f.socket.recs[:0]}, keys: f.keys[:0]}
 		c.freeFlows = append(c.freeFlows, f)
 	}
-	if cap(c.decoded) > maxKeptDecoded {
-		c.decoded = nil
-	}
 }
 
 // decode fills the start of room with the packet's events and returns
@@ -161,8 +194,7 @@ func (p *Packet) decode(room []event.Event) []event.Event {
 }
 
 // Past these, a recycled packet's compact events and the array flows are
-// decoded into are let go: one unusually large flow must not hold memory
-// for the rest of the run.
+// decoded into are let go.
 const (
 	maxKeptRecs    = 4 << 10
 	maxKeptDecoded = 1024
