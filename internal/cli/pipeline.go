@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -15,8 +16,8 @@ import (
 // pipeline is what watch, record and replay share: each event is counted,
 // recorded, shown and correlated; each finished flow is explained and
 // shown. Unless events are shown as they come (their lines and the flows'
-// blocks must keep their order), flows are explained and shown on a
-// goroutine of their own, so that correlation keeps a core to itself.
+// blocks must keep their order), flows are explained on one goroutine and
+// shown on another, in order, so that correlation keeps a core to itself.
 type pipeline struct {
 	w          output.Writer // nil: nothing on stdout (record)
 	jw         *output.JSON
@@ -29,13 +30,23 @@ type pipeline struct {
 	total      uint64
 	findings   map[string]uint64
 	err        error
-	// ended carries finished flows to the goroutine that explains and
-	// shows them, which closes shown when it is done; nil when flows are
-	// shown in place.
-	ended chan *flow.Flow
-	shown chan struct{}
-	// showErr is the first error of showing flows on that goroutine.
+	// ended carries finished flows to the goroutine that explains them,
+	// explained on to the one that shows them, which closes shown when it
+	// is done; nil when flows are explained and shown in place.
+	ended     chan *flow.Flow
+	explained chan explainedFlow
+	shown     chan struct{}
+	// rooms are arrays for decoded events not in use by a flow in flight.
+	rooms chan []event.Event
+	// showErr is the first error of showing flows on their goroutine.
 	showErr error
+}
+
+// explainedFlow is a finished flow on its way to be shown.
+type explainedFlow struct {
+	f    *flow.Flow
+	fd   *explain.Finding
+	room []event.Event // holds the flow's decoded events
 }
 
 type pipelineOptions struct {
@@ -47,29 +58,37 @@ type pipelineOptions struct {
 	maxPackets int
 	names      output.Names
 	recorder   *trace.Writer
+	stdout     io.Writer // where flows and events go; os.Stdout if nil
 }
 
-// endedBacklog bounds the flows waiting to be shown: past it correlation
-// waits, so that memory stays bounded when output is slow.
+// endedBacklog bounds the flows waiting to be explained, and again to be
+// shown: past it correlation waits, so that memory stays bounded when
+// output is slow.
 const endedBacklog = 256
 
 func newPipeline(o pipelineOptions) *pipeline {
 	p := &pipeline{names: o.names, rec: o.recorder, showEvents: o.events, limit: o.limit,
 		counts: map[event.Point]uint64{}, findings: map[string]uint64{}}
+	out := o.stdout
+	if out == nil {
+		out = os.Stdout
+	}
 	switch o.format {
 	case "json":
-		p.jw = output.NewJSON(os.Stdout, o.names)
+		p.jw = output.NewJSON(out, o.names)
 		p.w, p.showEvents = p.jw, true
 	case "text":
-		tw := output.NewText(os.Stdout, o.names)
-		tw.Colour = isTerminal(os.Stdout)
+		tw := output.NewText(out, o.names)
+		tw.Colour = out == os.Stdout && isTerminal(os.Stdout)
 		p.w = tw
 	}
 	deferred := !p.showEvents
 	p.corr = flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows, MaxPackets: o.maxPackets, Deferred: deferred})
 	if deferred {
-		p.ended, p.shown = make(chan *flow.Flow, endedBacklog), make(chan struct{})
-		go p.showEnded()
+		p.ended, p.explained = make(chan *flow.Flow, endedBacklog), make(chan explainedFlow, endedBacklog)
+		p.shown, p.rooms = make(chan struct{}), make(chan []event.Event, 2*endedBacklog+2)
+		go p.explainEnded()
+		go p.showExplained()
 	}
 	return p
 }
@@ -104,26 +123,41 @@ func (p *pipeline) flowDone(f *flow.Flow) {
 		p.ended <- f
 		return
 	}
-	p.fail(p.show(f))
+	p.fail(p.show(f, p.explain(f)))
 }
 
-// showEnded explains and shows the flows the correlator hands over, and
-// gives their memory back.
-func (p *pipeline) showEnded() {
-	defer close(p.shown)
-	var room []event.Event
+// explainEnded decodes and explains the flows the correlator hands over.
+func (p *pipeline) explainEnded() {
+	defer close(p.explained)
 	for f := range p.ended {
-		room = f.Decode(room)
-		if err := p.show(f); err != nil && p.showErr == nil {
-			p.showErr = err
+		var room []event.Event
+		select {
+		case room = <-p.rooms:
+		default:
 		}
-		p.corr.Release(f)
+		room = f.Decode(room)
+		p.explained <- explainedFlow{f: f, fd: p.explain(f), room: room}
 	}
 }
 
-// show explains a finished flow and shows it. A flow of socket events
-// alone (no packet seen) has nothing to show.
-func (p *pipeline) show(f *flow.Flow) error {
+// showExplained shows the explained flows in the order they ended and
+// gives their memory back.
+func (p *pipeline) showExplained() {
+	defer close(p.shown)
+	for x := range p.explained {
+		if err := p.show(x.f, x.fd); err != nil && p.showErr == nil {
+			p.showErr = err
+		}
+		p.corr.Release(x.f)
+		select {
+		case p.rooms <- x.room:
+		default:
+		}
+	}
+}
+
+// explain explains a finished flow and counts its finding.
+func (p *pipeline) explain(f *flow.Flow) *explain.Finding {
 	if len(f.Packets) == 0 {
 		return nil
 	}
@@ -131,10 +165,16 @@ func (p *pipeline) show(f *flow.Flow) error {
 	if fd != nil {
 		p.findings[fd.Rule]++
 	}
-	if p.w != nil {
-		return p.w.Flow(f, fd)
+	return fd
+}
+
+// show writes a finished flow. A flow of socket events alone (no packet
+// seen) has nothing to show.
+func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
+	if len(f.Packets) == 0 || p.w == nil {
+		return nil
 	}
-	return nil
+	return p.w.Flow(f, fd)
 }
 
 // tick ends the flows idle at kernel time now and pushes the recording

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"sync"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
@@ -21,9 +22,12 @@ type Reader struct {
 	Meta    Meta
 	Summary *Summary // set once the closing summary is read
 
-	br      *bufio.Reader
-	closer  io.Closer
-	off     int64
+	br     *bufio.Reader
+	closer io.Closer
+	off    int64
+	// names guards netns and symbols: they grow as records are read, and
+	// are looked up by whatever explains and shows the events meanwhile.
+	names   sync.RWMutex
 	netns   map[uint32]string
 	symbols map[uint64]string
 	payload []byte
@@ -176,12 +180,16 @@ func (r *Reader) Next(e *event.Event) error {
 			if len(payload) < 4 {
 				return r.errorf(start, "namespace record too short")
 			}
+			r.names.Lock()
 			r.netns[binary.LittleEndian.Uint32(payload)] = string(payload[4:])
+			r.names.Unlock()
 		case recSymbol:
 			if len(payload) < 8 {
 				return r.errorf(start, "symbol record too short")
 			}
+			r.names.Lock()
 			r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
+			r.names.Unlock()
 		case recSummary:
 			var s Summary
 			if err := json.Unmarshal(payload, &s); err != nil {
@@ -234,11 +242,21 @@ func (r *Reader) decodeEvent(p []byte, e *event.Event) error {
 	return nil
 }
 
-// NetnsName names a namespace inode as the recording host did.
-func (r *Reader) NetnsName(ino uint32) string { return r.netns[ino] }
+// NetnsName names a namespace inode as the recording host did. Safe to
+// call while another goroutine reads events.
+func (r *Reader) NetnsName(ino uint32) string {
+	r.names.RLock()
+	defer r.names.RUnlock()
+	return r.netns[ino]
+}
 
-// SymbolName names a kernel address as the recording host did.
-func (r *Reader) SymbolName(addr uint64) string { return r.symbols[addr] }
+// SymbolName names a kernel address as the recording host did. Safe to
+// call while another goroutine reads events.
+func (r *Reader) SymbolName(addr uint64) string {
+	r.names.RLock()
+	defer r.names.RUnlock()
+	return r.symbols[addr]
+}
 
 // Close closes the file.
 func (r *Reader) Close() error {

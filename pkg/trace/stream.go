@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -27,7 +28,11 @@ type Stream struct {
 	// their events up to it were delivered.
 	Errs []error
 
-	multi   bool
+	multi bool
+	// names guards netns, reasons and symbols: they grow as events are
+	// read, and are looked up by whatever explains and shows the events
+	// meanwhile.
+	names   sync.RWMutex
 	netns   map[uint32]string
 	reasons map[uint32]string
 	symbols map[uint64]string
@@ -70,7 +75,10 @@ func (s *Stream) rebase(i int, e *event.Event) {
 			id = uint32(len(s.remapNs) + 1)
 			s.remapNs[k] = id
 		}
-		s.netns[id] = s.hostName(i) + ":" + r.NetnsName(e.Netns)
+		name := s.hostName(i) + ":" + r.NetnsName(e.Netns)
+		s.names.Lock()
+		s.netns[id] = name
+		s.names.Unlock()
 		e.Netns = id
 	}
 	if e.Skb != 0 {
@@ -85,14 +93,17 @@ func (s *Stream) rebase(i int, e *event.Event) {
 	if e.Point == event.PointDrop {
 		k := [2]uint32{uint32(i), e.Drop.Reason}
 		id, ok := s.remapRs[k]
+		name := r.SymbolName(e.Drop.Location)
+		e.Drop.Location ^= salt(i)
+		s.names.Lock()
 		if !ok {
 			id = uint32(len(s.remapRs) + 1)
 			s.remapRs[k] = id
 			s.reasons[id] = r.Meta.DropReasons[e.Drop.Reason]
 		}
-		name := r.SymbolName(e.Drop.Location)
-		e.Drop.Reason, e.Drop.Location = id, e.Drop.Location^salt(i)
 		s.symbols[e.Drop.Location] = name
+		s.names.Unlock()
+		e.Drop.Reason = id
 	}
 }
 
@@ -124,9 +135,12 @@ func (s *Stream) Next(e *event.Event) error {
 	return nil
 }
 
-// NetnsName names a namespace of the stream.
+// NetnsName names a namespace of the stream. The name methods are safe to
+// call while another goroutine reads events.
 func (s *Stream) NetnsName(ino uint32) string {
 	if s.multi {
+		s.names.RLock()
+		defer s.names.RUnlock()
 		return s.netns[ino]
 	}
 	return s.readers[0].NetnsName(ino)
@@ -135,6 +149,8 @@ func (s *Stream) NetnsName(ino uint32) string {
 // ReasonName names a drop reason of the stream.
 func (s *Stream) ReasonName(r uint32) string {
 	if s.multi {
+		s.names.RLock()
+		defer s.names.RUnlock()
 		return s.reasons[r]
 	}
 	return s.readers[0].Meta.DropReasons[r]
@@ -143,6 +159,8 @@ func (s *Stream) ReasonName(r uint32) string {
 // SymbolName names a drop location of the stream.
 func (s *Stream) SymbolName(addr uint64) string {
 	if s.multi {
+		s.names.RLock()
+		defer s.names.RUnlock()
 		return s.symbols[addr]
 	}
 	if n := s.readers[0].SymbolName(addr); n != "" {
