@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
-	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
@@ -113,23 +111,20 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall}
 			p := newPipeline(pipelineOptions{format: format, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names})
 			follow := filter.NewFollower(prog)
-			var e event.Event
 			var first, last uint64
-			for n := 0; ; n++ {
-				err := s.Next(&e)
-				if err == io.EOF {
-					break
-				}
+			n := 0
+			for e := range readAhead(s) {
 				if first == 0 {
 					first = e.Time
 				}
 				last = e.Time
-				if follow.Follow(&e, p.event) {
-					p.event(&e)
+				if follow.Follow(e, p.event) {
+					p.event(e)
 				}
 				if n%4096 == 0 {
 					p.tick(e.Time)
 				}
+				n++
 				if p.err != nil {
 					return p.err
 				}

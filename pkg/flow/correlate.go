@@ -66,7 +66,8 @@ type Correlator struct {
 	// belong to.
 	held  map[skbID][]event.Event
 	byKey map[key]*Flow
-	flows map[*Flow]struct{}
+	// active counts the open flows.
+	active int
 	// oldest and newest end the list of flows by last activity.
 	oldest, newest *Flow
 	nextID         uint64
@@ -77,6 +78,37 @@ type Correlator struct {
 	epochs uint32
 	now    uint64
 	stats  Stats
+	// recent and recentSkb spare the map lookups of the next event of the
+	// same packet: events come in bursts along a packet's path.
+	recent    recentKeys
+	recentSkb recentSkb
+}
+
+// recentKeys are the keys of the last event added and the flow all of them
+// lead to. Whatever changes where a key leads forgets them.
+type recentKeys struct {
+	keys [maxKeys]key
+	n    int
+	flow *Flow
+}
+
+// flowOf returns where a key leads, when it is one of the recent keys.
+func (r *recentKeys) flowOf(k key) (*Flow, bool) {
+	for i := range r.n {
+		if r.keys[i] == k {
+			return r.flow, true
+		}
+	}
+	return nil, false
+}
+
+func (r *recentKeys) forget() { r.n, r.flow = 0, nil }
+
+// recentSkb is the state of the last skb identity an event named; it is
+// forgotten with the identity.
+type recentSkb struct {
+	id    skbID
+	state *skbState
 }
 
 // New returns a correlator.
@@ -91,13 +123,13 @@ func New(cfg Config) *Correlator {
 		cfg.MaxPackets = DefaultConfig.MaxPackets
 	}
 	return &Correlator{cfg: cfg, skbs: map[skbID]*skbState{}, held: map[skbID][]event.Event{},
-		byKey: map[key]*Flow{}, flows: map[*Flow]struct{}{}}
+		byKey: map[key]*Flow{}}
 }
 
 // Stats returns the counters.
 func (c *Correlator) Stats() Stats {
 	s := c.stats
-	s.Active = len(c.flows)
+	s.Active = c.active
 	return s
 }
 
@@ -183,7 +215,10 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	}
 	fp := fingerprint(e)
 	id := skbID{e.Skb, e.SkbSeen}
-	st := c.skbs[id]
+	st := c.recentSkb.state
+	if id != c.recentSkb.id || st == nil {
+		st = c.skbs[id]
+	}
 	if st == nil {
 		st = c.newSkbState()
 		c.skbs[id] = st
@@ -213,6 +248,7 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	if e.Point == event.PointDrop {
 		st.freed = true
 	}
+	c.recentSkb = recentSkb{id: id, state: st}
 	return key{kind: keySkb, id: e.Skb, aux: e.SkbSeen, epoch: st.epoch}
 }
 
@@ -248,7 +284,10 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	var f *Flow
 	var found [maxKeys]*Flow
 	for i, k := range keys[:n] {
-		g := c.byKey[k]
+		g, ok := c.recent.flowOf(k)
+		if !ok {
+			g = c.byKey[k]
+		}
 		if g == nil {
 			continue
 		}
@@ -280,13 +319,14 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		return // only completes a flow already known
 	}
 	if f == nil {
-		if len(c.flows) >= c.cfg.MaxFlows {
+		if c.active >= c.cfg.MaxFlows {
 			c.evictOldest(done)
 		}
 		c.nextID++
 		f = c.newFlow()
 		f.ID, f.Start = c.nextID, e.Time
-		c.flows[f] = struct{}{}
+		f.open = true
+		c.active++
 	}
 	if skb.kind != 0 && found[0] == nil && len(f.Packets) >= c.cfg.MaxPackets {
 		// A new packet past the cap: counted, and nothing of it kept.
@@ -307,6 +347,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 			f.keys = append(f.keys, k)
 		}
 	}
+	c.recent = recentKeys{keys: keys, n: n, flow: f}
 	if e.Time > f.End {
 		f.End = e.Time
 	}
@@ -370,12 +411,14 @@ const tcpClose = 7
 func (c *Correlator) closeSocket(e *event.Event) {
 	if e.Point == event.PointTCP && e.Kind == event.KindTCPState && e.TCP.NewState == tcpClose && e.TCP.Cookie != 0 {
 		delete(c.byKey, key{kind: keySock, id: e.TCP.Cookie})
+		c.recent.forget()
 	}
 }
 
 // merge moves the smaller flow into the larger: one connection seen
 // through two keys first thought unrelated.
 func (c *Correlator) merge(a, b *Flow) *Flow {
+	c.recent.forget()
 	if len(a.keys) < len(b.keys) {
 		a, b = b, a
 	}
@@ -399,7 +442,8 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 		a.ID = b.ID
 	}
 	a.Unkept += b.Unkept
-	delete(c.flows, b)
+	b.open = false
+	c.active--
 	c.unlink(b)
 	b.Packets = nil
 	b.socket = Packet{}

@@ -66,6 +66,7 @@ type Flow struct {
 	Unkept uint64
 
 	socket Packet // the socket events while the flow is open
+	open   bool   // not ended (nor merged into another)
 	keys   []key
 	conn   connState
 	// prev and next link flows by last activity, oldest first, so that

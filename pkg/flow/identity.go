@@ -90,10 +90,10 @@ type skbState struct {
 	last   uint64
 	fp     uint64
 	freed  bool
-	tuples [6]key
-	n      int
+	tuples [6]uint64 // sums of the path tuples (key.sum): only ever compared
+	n      uint8
 	stages [24]stage
-	ns     int
+	ns     uint8
 }
 
 // pathTuple is a packet's tuple as a key, in its direction: a packet
@@ -143,12 +143,12 @@ func stageOf(e *event.Event) stage {
 // the stages it can hold (a packet crossing many namespaces) it cannot
 // tell, and says true.
 func (s *skbState) pass(st stage) bool {
-	for i := 0; i < s.ns; i++ {
+	for i := range s.ns {
 		if s.stages[i] == st {
 			return false
 		}
 	}
-	if s.ns == len(s.stages) {
+	if int(s.ns) == len(s.stages) {
 		return true
 	}
 	s.stages[s.ns] = st
@@ -157,8 +157,9 @@ func (s *skbState) pass(st stage) bool {
 }
 
 func (s *skbState) knows(k key) bool {
-	for i := 0; i < s.n; i++ {
-		if s.tuples[i] == k {
+	sum := k.sum()
+	for i := range s.n {
+		if s.tuples[i] == sum {
 			return true
 		}
 	}
@@ -169,13 +170,13 @@ func (s *skbState) learn(k key) {
 	if s.knows(k) {
 		return
 	}
-	if s.n < len(s.tuples) {
-		s.tuples[s.n] = k
+	if int(s.n) < len(s.tuples) {
+		s.tuples[s.n] = k.sum()
 		s.n++
 		return
 	}
 	copy(s.tuples[:], s.tuples[1:])
-	s.tuples[len(s.tuples)-1] = k
+	s.tuples[len(s.tuples)-1] = k.sum()
 }
 
 // skbGap is how long an skb may be silent and still be the same packet;

@@ -44,11 +44,9 @@ func (c *Correlator) touch(f *Flow) {
 }
 
 func (c *Correlator) end(f *Flow, done func(*Flow)) {
-	if _, ok := c.flows[f]; !ok {
+	if !f.open {
 		return
 	}
-	delete(c.flows, f)
-	c.unlink(f)
 	for _, k := range f.keys {
 		if c.byKey[k] == f {
 			delete(c.byKey, k)
@@ -60,6 +58,15 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 			}
 		}
 	}
+	c.handOut(f, done)
+}
+
+// handOut closes a flow whose keys are forgotten and hands it to done.
+func (c *Correlator) handOut(f *Flow, done func(*Flow)) {
+	c.recent.forget()
+	f.open = false
+	c.active--
+	c.unlink(f)
 	c.stats.Flows++
 	if c.cfg.Deferred {
 		done(f)
@@ -117,6 +124,9 @@ func (c *Correlator) reclaim() {
 }
 
 func (c *Correlator) forgetSkb(id skbID) {
+	if c.recentSkb.id == id {
+		c.recentSkb = recentSkb{}
+	}
 	if st := c.skbs[id]; st != nil {
 		delete(c.skbs, id)
 		c.freeSkbs = append(c.freeSkbs, st)
@@ -225,14 +235,22 @@ func (c *Correlator) Expire(now uint64, done func(*Flow)) {
 	}
 }
 
-// Flush ends every flow (end of a run).
+// Flush ends every flow (end of a run), in the order they began. Every key
+// and packet identity goes with them: the maps are emptied at once rather
+// than key by key.
 func (c *Correlator) Flush(done func(*Flow)) {
-	all := make([]*Flow, 0, len(c.flows))
-	for f := range c.flows {
+	all := make([]*Flow, 0, c.active)
+	for f := c.oldest; f != nil; f = f.next {
 		all = append(all, f)
 	}
 	slices.SortFunc(all, func(a, b *Flow) int { return cmp.Compare(a.ID, b.ID) })
+	clear(c.byKey)
+	for _, st := range c.skbs {
+		c.freeSkbs = append(c.freeSkbs, st)
+	}
+	clear(c.skbs)
+	c.recentSkb = recentSkb{}
 	for _, f := range all {
-		c.end(f, done)
+		c.handOut(f, done)
 	}
 }
