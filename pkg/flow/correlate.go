@@ -356,6 +356,9 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	}
 	c.touch(f)
 	if skb.kind == 0 {
+		if f.socket == nil {
+			f.socket = c.newPacket()
+		}
 		f.socket.add(e)
 		c.closeSocket(e)
 		return
@@ -423,8 +426,13 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 		a, b = b, a
 	}
 	a.Packets = append(a.Packets, b.Packets...)
-	a.socket.recs = append(a.socket.recs, b.socket.recs...)
-	a.socket.n += b.socket.n
+	switch {
+	case a.socket == nil:
+		a.socket = b.socket
+	case b.socket != nil:
+		a.socket.recs = append(a.socket.recs, b.socket.recs...)
+		a.socket.n += b.socket.n
+	}
 	a.conn.merge(&b.conn)
 	for _, k := range b.keys {
 		if c.byKey[k] == b {
@@ -446,7 +454,7 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 	c.active--
 	c.unlink(b)
 	b.Packets = nil
-	b.socket = Packet{}
+	b.socket = nil
 	b.keys = nil
 	return a
 }

@@ -30,7 +30,10 @@ type Packet struct {
 
 // add keeps an event of the packet.
 func (p *Packet) add(e *event.Event) {
-	p.recs = event.AppendCompact(p.recs, e)
+	// Encoded aside and appended whole, so that the packet's room grows
+	// once per event at most, to a size class that fits.
+	var scratch [2 * event.RecordSize]byte
+	p.recs = append(p.recs, event.AppendCompact(scratch[:0], e)...)
 	p.n++
 }
 
@@ -65,8 +68,8 @@ type Flow struct {
 	// not kept.
 	Unkept uint64
 
-	socket Packet // the socket events while the flow is open
-	open   bool   // not ended (nor merged into another)
+	socket *Packet // the socket events while the flow is open, if any
+	open   bool    // not ended (nor merged into another)
 	keys   []key
 	conn   connState
 	// prev and next link flows by last activity, oldest first, so that

@@ -125,18 +125,16 @@ func fingerprint(e *event.Event) uint64 {
 // stage is a place a packet passes once: a point, kind and hook in a
 // namespace and device, for the packet or (inner) its tunnel's packet. A
 // packet seen at a stage it already passed is a new packet at a recycled
-// address.
-type stage struct {
-	netns, ifindex uint32
-	code           uint32
-}
+// address. Held as a key's sum (stages are only ever compared): a packet
+// identity keeps many.
+type stage uint64
 
 func stageOf(e *event.Event) stage {
-	code := uint32(e.Point)<<16 | uint32(e.Kind)<<8 | uint32(e.Hook)<<1
+	code := uint64(e.Point)<<16 | uint64(e.Kind)<<8 | uint64(e.Hook)<<1
 	if e.HasInner() {
 		code |= 1
 	}
-	return stage{netns: e.Netns, ifindex: e.Ifindex, code: code}
+	return stage(key{id: code, netns: e.Netns, epoch: e.Ifindex}.sum())
 }
 
 // pass records a stage; false when the packet already passed it. Past

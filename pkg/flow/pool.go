@@ -83,7 +83,10 @@ func (c *Correlator) handOut(f *Flow, done func(*Flow)) {
 // full events. The correlator decodes the flows it hands out itself, but
 // with Config.Deferred.
 func (f *Flow) Decode(room []event.Event) []event.Event {
-	total := f.socket.n
+	total := 0
+	if f.socket != nil {
+		total = f.socket.n
+	}
 	for _, p := range f.Packets {
 		total += p.n
 	}
@@ -94,8 +97,11 @@ func (f *Flow) Decode(room []event.Event) []event.Event {
 	for _, p := range f.Packets {
 		all = p.decode(all)
 	}
-	f.socket.decode(all)
-	f.Socket = f.socket.Events
+	f.Socket = nil
+	if f.socket != nil {
+		f.socket.decode(all)
+		f.Socket = f.socket.Events
+	}
 	f.sortPackets()
 	if cap(room) > maxKeptDecoded {
 		return nil // one unusually large flow must not hold memory for the rest of the run
@@ -177,14 +183,21 @@ func (c *Correlator) newPacket() *Packet {
 // stays bounded by typical flows.
 func (c *Correlator) recycle(f *Flow) {
 	for _, p := range f.Packets {
-		if cap(p.recs) <= maxKeptRecs {
-			*p = Packet{recs: p.recs[:0]}
-			c.freePackets = append(c.freePackets, p)
-		}
+		c.recyclePacket(p)
 	}
-	if cap(f.Packets) <= 64 && cap(f.socket.recs) <= maxKeptRecs && cap(f.keys) <= 256 {
-		*f = Flow{Packets: f.Packets[:0], socket: Packet{recs: f.socket.recs[:0]}, keys: f.keys[:0]}
+	if f.socket != nil {
+		c.recyclePacket(f.socket)
+	}
+	if cap(f.Packets) <= 64 && cap(f.keys) <= 256 {
+		*f = Flow{Packets: f.Packets[:0], keys: f.keys[:0]}
 		c.freeFlows = append(c.freeFlows, f)
+	}
+}
+
+func (c *Correlator) recyclePacket(p *Packet) {
+	if cap(p.recs) <= maxKeptRecs {
+		*p = Packet{recs: p.recs[:0]}
+		c.freePackets = append(c.freePackets, p)
 	}
 }
 
