@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
@@ -16,8 +18,10 @@ import (
 // pipeline is what watch, record and replay share: each event is counted,
 // recorded, shown and correlated; each finished flow is explained and
 // shown. Unless events are shown as they come (their lines and the flows'
-// blocks must keep their order), flows are explained on one goroutine and
-// shown on another, in order, so that correlation keeps a core to itself.
+// blocks must keep their order), flows are explained and rendered on
+// goroutines of their own, one per core, and written in the order they
+// ended by another: correlation keeps a core to itself, and a recording
+// whose flows all end at once (at its end) is explained on every core.
 type pipeline struct {
 	w          output.Writer // nil: nothing on stdout (record)
 	jw         *output.JSON
@@ -30,23 +34,55 @@ type pipeline struct {
 	total      uint64
 	findings   map[string]uint64
 	err        error
-	// ended carries finished flows to the goroutine that explains them,
-	// explained on to the one that shows them, which closes shown when it
-	// is done; nil when flows are explained and shown in place.
-	ended     chan *flow.Flow
-	explained chan explainedFlow
-	shown     chan struct{}
-	// rooms are arrays for decoded events not in use by a flow in flight.
-	rooms chan []event.Event
-	// showErr is the first error of showing flows on their goroutine.
+
+	// ended carries finished flows, numbered, to the goroutines that
+	// explain and render them; rendered carries them on to the one that
+	// writes them, which closes shown when it is done. nil when flows are
+	// explained and shown in place.
+	ended    chan endedFlow
+	rendered chan renderedFlow
+	shown    chan struct{}
+	endedN   uint64
+	out      io.Writer
+	// rooms (for decoded events) and texts (for rendered flows) are the
+	// buffers not in use by a flow in flight.
+	rooms pool[[]event.Event]
+	texts pool[[]byte]
+	// showErr is the first error of writing flows on their goroutine.
 	showErr error
 }
 
-// explainedFlow is a finished flow on its way to be shown.
-type explainedFlow struct {
-	f    *flow.Flow
-	fd   *explain.Finding
-	room []event.Event // holds the flow's decoded events
+// endedFlow is a finished flow on its way to be explained: the n-th to end.
+type endedFlow struct {
+	n uint64
+	f *flow.Flow
+}
+
+// renderedFlow is what is left to do of the n-th flow to end: count its
+// finding and write its text.
+type renderedFlow struct {
+	n    uint64
+	rule string // of its finding; "" for none
+	text []byte // nil when not shown
+}
+
+// pool is a bounded free list goroutines share: what does not fit is let
+// go.
+type pool[T any] chan T
+
+func (p pool[T]) get() (v T) {
+	select {
+	case v = <-p:
+	default:
+	}
+	return v
+}
+
+func (p pool[T]) put(v T) {
+	select {
+	case p <- v:
+	default:
+	}
 }
 
 type pipelineOptions struct {
@@ -66,29 +102,46 @@ type pipelineOptions struct {
 // output is slow.
 const endedBacklog = 256
 
+// maxKeptText bounds the rendered flows kept for reuse: one huge flow
+// must not hold its buffer for the rest of the run.
+const maxKeptText = 64 << 10
+
 func newPipeline(o pipelineOptions) *pipeline {
 	p := &pipeline{names: o.names, rec: o.recorder, showEvents: o.events, limit: o.limit,
-		counts: map[event.Point]uint64{}, findings: map[string]uint64{}}
-	out := o.stdout
-	if out == nil {
-		out = os.Stdout
+		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout}
+	if p.out == nil {
+		p.out = os.Stdout
 	}
+	var text *output.Text
 	switch o.format {
 	case "json":
-		p.jw = output.NewJSON(out, o.names)
+		p.jw = output.NewJSON(p.out, o.names)
 		p.w, p.showEvents = p.jw, true
 	case "text":
-		tw := output.NewText(out, o.names)
-		tw.Colour = out == os.Stdout && isTerminal(os.Stdout)
-		p.w = tw
+		text = output.NewText(p.out, o.names)
+		text.Colour = p.out == os.Stdout && isTerminal(os.Stdout)
+		p.w = text
 	}
 	deferred := !p.showEvents
 	p.corr = flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows, MaxPackets: o.maxPackets, Deferred: deferred})
 	if deferred {
-		p.ended, p.explained = make(chan *flow.Flow, endedBacklog), make(chan explainedFlow, endedBacklog)
-		p.shown, p.rooms = make(chan struct{}), make(chan []event.Event, 2*endedBacklog+2)
-		go p.explainEnded()
-		go p.showExplained()
+		workers := runtime.GOMAXPROCS(0)
+		p.ended, p.rendered = make(chan endedFlow, endedBacklog), make(chan renderedFlow, endedBacklog)
+		p.shown = make(chan struct{})
+		p.rooms, p.texts = make(pool[[]event.Event], workers), make(pool[[]byte], 2*endedBacklog+workers)
+		var rendering sync.WaitGroup
+		for range workers {
+			var own *output.Text
+			if text != nil {
+				own = text.Copy()
+			}
+			rendering.Go(func() { p.renderEnded(own) })
+		}
+		go func() {
+			rendering.Wait()
+			close(p.rendered)
+		}()
+		go p.writeRendered()
 	}
 	return p
 }
@@ -120,57 +173,74 @@ func (p *pipeline) event(e *event.Event) {
 // flowDone takes a finished flow from the correlator.
 func (p *pipeline) flowDone(f *flow.Flow) {
 	if p.ended != nil {
-		p.ended <- f
+		p.ended <- endedFlow{n: p.endedN, f: f}
+		p.endedN++
 		return
 	}
 	p.fail(p.show(f, p.explain(f)))
 }
 
-// explainEnded decodes and explains the flows the correlator hands over.
-func (p *pipeline) explainEnded() {
-	defer close(p.explained)
-	for f := range p.ended {
-		var room []event.Event
-		select {
-		case room = <-p.rooms:
-		default:
+// renderEnded decodes, explains and renders (with text, unless nil) the
+// flows the correlator hands over, and gives them back.
+func (p *pipeline) renderEnded(text *output.Text) {
+	for x := range p.ended {
+		room := x.f.Decode(p.rooms.get())
+		r := renderedFlow{n: x.n}
+		fd := p.explain(x.f)
+		if fd != nil {
+			r.rule = fd.Rule
 		}
-		room = f.Decode(room)
-		p.explained <- explainedFlow{f: f, fd: p.explain(f), room: room}
-	}
-}
-
-// showExplained shows the explained flows in the order they ended and
-// gives their memory back.
-func (p *pipeline) showExplained() {
-	defer close(p.shown)
-	for x := range p.explained {
-		if err := p.show(x.f, x.fd); err != nil && p.showErr == nil {
-			p.showErr = err
+		if text != nil && len(x.f.Packets) > 0 {
+			r.text = text.AppendFlow(p.texts.get()[:0], x.f, fd)
 		}
 		p.corr.Release(x.f)
-		select {
-		case p.rooms <- x.room:
-		default:
+		p.rooms.put(room)
+		p.rendered <- r
+	}
+}
+
+// writeRendered counts the findings and writes the rendered flows in the
+// order they ended. Flows rendered ahead of their turn wait in early; they
+// are bounded by the flows in flight.
+func (p *pipeline) writeRendered() {
+	defer close(p.shown)
+	early := map[uint64]renderedFlow{}
+	var next uint64
+	for r := range p.rendered {
+		early[r.n] = r
+		for y, ok := early[next]; ok; y, ok = early[next] {
+			delete(early, next)
+			next++
+			if y.rule != "" {
+				p.findings[y.rule]++
+			}
+			if y.text == nil {
+				continue
+			}
+			if _, err := p.out.Write(y.text); err != nil && p.showErr == nil {
+				p.showErr = err
+			}
+			if cap(y.text) <= maxKeptText {
+				p.texts.put(y.text)
+			}
 		}
 	}
 }
 
-// explain explains a finished flow and counts its finding.
+// explain explains a finished flow.
 func (p *pipeline) explain(f *flow.Flow) *explain.Finding {
 	if len(f.Packets) == 0 {
 		return nil
 	}
-	fd := explain.Explain(f, p.names)
+	return explain.Explain(f, p.names)
+}
+
+// show counts a finished flow's finding and writes the flow. A flow of
+// socket events alone (no packet seen) has nothing to show.
+func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	if fd != nil {
 		p.findings[fd.Rule]++
 	}
-	return fd
-}
-
-// show writes a finished flow. A flow of socket events alone (no packet
-// seen) has nothing to show.
-func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	if len(f.Packets) == 0 || p.w == nil {
 		return nil
 	}

@@ -35,6 +35,19 @@ type timeline struct {
 // took the same path as an earlier one (a retransmit) is one line. JSON
 // output has every step.
 func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
+	t.tl.buf = t.AppendFlow(t.tl.buf[:0], f, fd)
+	_, err := t.w.Write(t.tl.buf)
+	return err
+}
+
+// Copy returns a Text with the same settings and buffers of its own, for
+// another goroutine to render flows with (AppendFlow) at the same time.
+func (t *Text) Copy() *Text {
+	return &Text{w: t.w, names: t.names, ctIDs: map[uint64]int{}, Colour: t.Colour}
+}
+
+// AppendFlow appends the timeline Flow writes to b.
+func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 	c := noColours
 	if t.Colour {
 		c = colours
@@ -44,7 +57,6 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 		tl.seen = map[string]int{}
 	}
 	clear(tl.seen)
-	b := tl.buf[:0]
 	ft := f.Tuple()
 	b = append(b, c.bold...)
 	b = append(b, "flow "...)
@@ -136,10 +148,7 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 			b = append(append(append(b, "    - "...), ev.Fact...), '\n')
 		}
 	}
-	b = append(b, '\n')
-	tl.buf = b
-	_, err := t.w.Write(b)
-	return err
+	return append(b, '\n')
 }
 
 // describe decides which steps of a packet the timeline shows, and how
