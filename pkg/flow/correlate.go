@@ -203,17 +203,19 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	if e.Skb == 0 {
 		return key{}
 	}
-	tk := pathTuple(pt)
+	tk := pathTuple(pt).sum()
 	if e.Point == event.PointTCP && e.Kind == event.KindResetSent {
 		// The event is about the packet the reset answers, and has the
 		// reset's tuple.
-		tk = pathTuple(pt.Reverse())
+		tk = pathTuple(pt.Reverse()).sum()
 	}
-	var post key
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		post = pathTuple(e.Tuple)
+	var post uint64
+	hasPost := e.Point == event.PointNAT && e.Flags&event.FlagPre != 0
+	if hasPost {
+		post = pathTuple(e.Tuple).sum()
 	}
 	fp := fingerprint(e)
+	sg := stageOf(e)
 	id := skbID{e.Skb, e.SkbSeen}
 	st := c.recentSkb.state
 	if id != c.recentSkb.id || st == nil {
@@ -226,24 +228,24 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 		// The user-space syn method reports a SYN after the kernel is done
 		// with it: it is still that packet.
 	} else if st.freed || e.Time > st.last+skbGap || (fp != 0 && st.fp != 0 && fp != st.fp) ||
-		!(st.knows(tk) || (post != (key{}) && st.knows(post))) || !st.pass(stageOf(e)) {
+		!(st.knows(tk) || (hasPost && st.knows(post))) || !st.pass(sg) {
 		// A freed, long-silent, different or unrelated packet at the same
 		// identity: the address was recycled and the free not seen.
 		*st = skbState{epoch: c.newEpoch()}
 	}
 	if st.ns == 0 {
-		st.pass(stageOf(e))
+		st.pass(sg)
 	}
 	if st.fp == 0 {
 		st.fp = fp
 	}
 	st.last = e.Time
 	st.learn(tk)
-	if post != (key{}) {
+	if hasPost {
 		st.learn(post)
 	}
 	if e.HasInner() {
-		st.learn(pathTuple(e.Tuple))
+		st.learn(pathTuple(e.Tuple).sum())
 	}
 	if e.Point == event.PointDrop {
 		st.freed = true

@@ -154,8 +154,8 @@ func (s *skbState) pass(st stage) bool {
 	return true
 }
 
-func (s *skbState) knows(k key) bool {
-	sum := k.sum()
+// knows says whether the packet had a path tuple, by its sum.
+func (s *skbState) knows(sum uint64) bool {
 	for i := range s.n {
 		if s.tuples[i] == sum {
 			return true
@@ -164,17 +164,18 @@ func (s *skbState) knows(k key) bool {
 	return false
 }
 
-func (s *skbState) learn(k key) {
-	if s.knows(k) {
+// learn records a path tuple of the packet, by its sum.
+func (s *skbState) learn(sum uint64) {
+	if s.knows(sum) {
 		return
 	}
 	if int(s.n) < len(s.tuples) {
-		s.tuples[s.n] = k.sum()
+		s.tuples[s.n] = sum
 		s.n++
 		return
 	}
 	copy(s.tuples[:], s.tuples[1:])
-	s.tuples[len(s.tuples)-1] = k.sum()
+	s.tuples[len(s.tuples)-1] = sum
 }
 
 // skbGap is how long an skb may be silent and still be the same packet;

@@ -5,7 +5,9 @@
 # events delivered per second, the events lost (counted, never silent),
 # nettrace's peak memory, and how long it takes to stop after SIGINT.
 #
-# Usage: scripts/bench/pipeline.sh [SECONDS] [RING_BYTES]   (root)
+# Usage: [FORMAT=text] scripts/bench/pipeline.sh [SECONDS] [RING_BYTES]   (root)
+# FORMAT=text shows flows only: explained and rendered off the reading
+# goroutine (the json default encodes every event in order, in place).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECS=${1:-10}
@@ -23,7 +25,7 @@ sleep 0.5
 NS=()
 for ns in $(ip netns list | awk '/^ntlab-/ {print $1}'); do NS+=(--netns "$ns"); done
 
-/usr/bin/time -f "%M" -o "$OUT/rss" "$NETTRACE" watch ${PROFILE:-} "${NS[@]}" --all-packets --ring-size "$RING" -o json \
+/usr/bin/time -f "%M" -o "$OUT/rss" "$NETTRACE" watch ${PROFILE:-} "${NS[@]}" --all-packets --ring-size "$RING" -o "${FORMAT:-json}" \
 	--log-level warn --ready-file "$OUT/ready" 'host 10.96.0.10' >/dev/null 2>"$OUT/err" &
 WATCH=$!
 for _ in $(seq 100); do [ -f "$OUT/ready" ] && break; sleep 0.1; done
