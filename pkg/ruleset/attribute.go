@@ -1,0 +1,372 @@
+package ruleset
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Packet is what a hook saw of a packet: its tuple and devices.
+type Packet struct {
+	Src, Dst     netip.Addr
+	Proto        uint8
+	Sport, Dport uint16
+	In, Out      string // devices; "" when not known
+}
+
+// Attribution is the rule that decided what a hook did to a packet, and
+// how evaluation got there.
+type Attribution struct {
+	Table, Hook string
+	// Rule decided: the NAT or DROP rule, or the RETURN or ACCEPT that
+	// ended the hook's chain before any did. nil when no rule did and the
+	// chain's policy applied.
+	Rule *Rule
+	// Via are the jumps that led to Rule, outermost first.
+	Via []*Rule
+	// Assumed are the rules whose matches the packet's tuple cannot
+	// settle (a mark, conntrack state, address type, a random choice),
+	// taken as matching or not because the outcome needs it.
+	Assumed []Assumption
+	// Skipped is, when the hook did not translate the packet, the NAT rule
+	// it would have reached had Rule not ended the chain: what a RETURN
+	// kept it from.
+	Skipped *Rule
+}
+
+// Assumption is a rule taken as matching (or not) on the outcome's word.
+type Assumption struct {
+	Rule    *Rule
+	Matched bool
+}
+
+// NAT attributes what the nat table did at a hook (PREROUTING, INPUT,
+// OUTPUT, POSTROUTING) to the first packet of a connection, seen as pre
+// before the hook and post after it. nil when the ruleset has no such
+// chain, or no path through it yields what was seen.
+func (rs *Ruleset) NAT(hook string, pre, post Packet) *Attribution {
+	a := rs.attribute("nat", hook, pre, func(v verdict) bool { return v.yields(pre, post) })
+	if a != nil && a.Rule != nil && !isNAT(a.Rule.Target) {
+		// Not translated: which NAT rule did the decision keep it from?
+		if s := rs.attribute("nat", hook, pre, func(v verdict) bool { return isNAT(v.target()) }, a.Rule); s != nil {
+			a.Skipped = s.Rule
+		}
+	}
+	return a
+}
+
+// Drop attributes a drop at a hook to the filter, mangle or raw table's
+// rule that dropped the packet. nil when none of them can have.
+func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
+	for _, table := range []string{"filter", "mangle", "raw", "security"} {
+		if a := rs.attribute(table, hook, p, func(v verdict) bool { return v.kind == verdictDrop }); a != nil {
+			return a
+		}
+	}
+	return nil
+}
+
+func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, never ...*Rule) *Attribution {
+	t := rs.Tables[table]
+	if t == nil || t.Chains[hook] == nil {
+		return nil
+	}
+	w := &walker{table: t, p: p, want: want, never: never, budget: maxSteps}
+	v, ok := w.run([]frame{{chain: t.Chains[hook]}})
+	if !ok {
+		return nil
+	}
+	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via}
+	for _, as := range w.assumed {
+		if !as.Matched || decisive(as.Rule, v) {
+			a.Assumed = append(a.Assumed, as)
+		}
+	}
+	return a
+}
+
+// decisive says whether a rule taken as matching shaped the verdict: it
+// ended a chain, or led to the deciding rule. A jump to a chain that
+// returned, or a MARK, would have changed nothing by not matching.
+func decisive(r *Rule, v verdict) bool {
+	switch r.Target {
+	case "RETURN", "ACCEPT", "DROP", "REJECT":
+		return true
+	}
+	if r == v.rule {
+		return true
+	}
+	for _, j := range v.via {
+		if j == r {
+			return true
+		}
+	}
+	return false
+}
+
+func isNAT(target string) bool {
+	switch target {
+	case "DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP":
+		return true
+	}
+	return false
+}
+
+type verdictKind uint8
+
+const (
+	verdictAccept verdictKind = iota + 1 // ACCEPT, or a built-in chain's policy
+	verdictDrop
+	verdictNAT
+)
+
+type verdict struct {
+	kind verdictKind
+	rule *Rule   // nil for a built-in chain's policy reached at its end
+	via  []*Rule // jumps to rule
+}
+
+func (v verdict) target() string {
+	if v.rule == nil {
+		return ""
+	}
+	return v.rule.Target
+}
+
+// yields says whether a verdict of the nat table turns pre into post.
+func (v verdict) yields(pre, post Packet) bool {
+	same := pre.Src == post.Src && pre.Dst == post.Dst && pre.Sport == post.Sport && pre.Dport == post.Dport
+	switch v.kind {
+	case verdictAccept:
+		return same
+	case verdictNAT:
+	default:
+		return false
+	}
+	r := v.rule
+	switch r.Target {
+	case "DNAT":
+		return pre.Src == post.Src && pre.Sport == post.Sport && inRange(r.ToDestination, post.Dst, post.Dport, pre.Dport)
+	case "SNAT":
+		return pre.Dst == post.Dst && pre.Dport == post.Dport && inRange(r.ToSource, post.Src, post.Sport, pre.Sport)
+	case "MASQUERADE":
+		return pre.Dst == post.Dst && pre.Dport == post.Dport && pre.Src != post.Src
+	case "REDIRECT":
+		return pre.Src == post.Src && pre.Dst != post.Dst
+	}
+	return !same
+}
+
+// inRange says whether addr:port is what a DNAT or SNAT argument
+// ("a[-b][:p[-q]]") chooses; without ports, port stays unchanged.
+func inRange(arg string, addr netip.Addr, port, unchanged uint16) bool {
+	addrs, ports, hasPorts := arg, "", false
+	if i := strings.LastIndexByte(arg, ':'); i >= 0 && !strings.Contains(arg[:i], ":") {
+		addrs, ports, hasPorts = arg[:i], arg[i+1:], true
+	}
+	lo, hi, isRange := strings.Cut(addrs, "-")
+	a, err := netip.ParseAddr(lo)
+	if err != nil {
+		return false
+	}
+	b := a
+	if isRange {
+		if b, err = netip.ParseAddr(hi); err != nil {
+			return false
+		}
+	}
+	if addr.Less(a) || b.Less(addr) {
+		return false
+	}
+	if !hasPorts {
+		return port == unchanged
+	}
+	plo, phi, isPortRange := strings.Cut(ports, "-")
+	x, err1 := strconv.ParseUint(plo, 10, 16)
+	y := x
+	var err2 error
+	if isPortRange {
+		y, err2 = strconv.ParseUint(phi, 10, 16)
+	}
+	return err1 == nil && err2 == nil && uint64(port) >= x && uint64(port) <= y
+}
+
+// maxDepth bounds jumps between chains (iptables itself refuses loops);
+// maxSteps bounds the rules one attribution evaluates, backtracking
+// included.
+const (
+	maxDepth = 32
+	maxSteps = 1 << 20
+)
+
+// walker evaluates a table's chains for one packet, depth first: where a
+// rule's matches cannot be settled it tries the rule matching, then not,
+// until a path yields what was observed.
+type walker struct {
+	table   *Table
+	p       Packet
+	want    func(verdict) bool
+	never   []*Rule // taken as not matching (to find what a rule kept the packet from)
+	assumed []Assumption
+	budget  int
+}
+
+// frame is a chain being evaluated: its next rule, and the jump that
+// entered it.
+type frame struct {
+	chain *Chain
+	next  int
+	via   *Rule
+}
+
+type settled uint8
+
+const (
+	no settled = iota
+	yes
+	unsure
+)
+
+// run goes on from the top frame of stack; ok is false when no path from
+// there yields what was observed. stack is never modified: backtracking
+// returns to it.
+func (w *walker) run(stack []frame) (verdict, bool) {
+	if w.budget--; w.budget < 0 || len(stack) > maxDepth {
+		return verdict{}, false
+	}
+	top := stack[len(stack)-1]
+	if top.next >= len(top.chain.Rules) {
+		return w.leave(stack, nil)
+	}
+	r := top.chain.Rules[top.next]
+	after := append(append([]frame(nil), stack[:len(stack)-1]...), frame{top.chain, top.next + 1, top.via})
+	s := w.settle(r)
+	if s != no {
+		mark := len(w.assumed)
+		if s == unsure {
+			w.assumed = append(w.assumed, Assumption{Rule: r, Matched: true})
+		}
+		if v, ok := w.take(r, after); ok {
+			return v, true
+		}
+		w.assumed = w.assumed[:mark]
+		if s == yes {
+			return verdict{}, false
+		}
+		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: false})
+		v, ok := w.run(after)
+		if !ok {
+			w.assumed = w.assumed[:mark]
+		}
+		return v, ok
+	}
+	return w.run(after)
+}
+
+// take applies a matching rule's target; after is the evaluation state
+// past the rule.
+func (w *walker) take(r *Rule, after []frame) (verdict, bool) {
+	switch {
+	case r.Target == "ACCEPT":
+		return w.decide(verdict{kind: verdictAccept, rule: r}, after)
+	case r.Target == "DROP" || r.Target == "REJECT":
+		return w.decide(verdict{kind: verdictDrop, rule: r}, after)
+	case isNAT(r.Target):
+		return w.decide(verdict{kind: verdictNAT, rule: r}, after)
+	case r.Target == "RETURN":
+		return w.leave(after, r)
+	case w.table.Chains[r.Target] != nil:
+		callee := frame{chain: w.table.Chains[r.Target], via: r}
+		if r.Goto {
+			// The called chain returns to the caller's caller.
+			return w.run(append(append([]frame(nil), after[:len(after)-1]...), callee))
+		}
+		return w.run(append(append([]frame(nil), after...), callee))
+	}
+	return w.run(after) // MARK, LOG, a counter: evaluation goes on
+}
+
+// leave returns from the top chain (by a RETURN rule, or its end): to its
+// caller, or from a built-in chain to the chain's policy.
+func (w *walker) leave(stack []frame, by *Rule) (verdict, bool) {
+	if len(stack) > 1 {
+		return w.run(stack[:len(stack)-1])
+	}
+	v := verdict{kind: verdictAccept, rule: by}
+	if stack[0].chain.Policy == "DROP" {
+		v.kind = verdictDrop
+	}
+	return w.decide(v, stack)
+}
+
+// decide ends evaluation with v, if it is what was observed.
+func (w *walker) decide(v verdict, stack []frame) (verdict, bool) {
+	if !w.want(v) {
+		return verdict{}, false
+	}
+	for _, f := range stack {
+		if f.via != nil {
+			v.via = append(v.via, f.via)
+		}
+	}
+	return v, true
+}
+
+// settle evaluates a rule's matches against the packet.
+func (w *walker) settle(r *Rule) settled {
+	for _, n := range w.never {
+		if n == r {
+			return no
+		}
+	}
+	out := yes
+	for _, m := range r.matches {
+		switch w.match(m) {
+		case no:
+			return no
+		case unsure:
+			out = unsure
+		}
+	}
+	return out
+}
+
+func (w *walker) match(m match) settled {
+	var hit bool
+	p := w.p
+	switch m.kind {
+	case matchSrc:
+		hit = m.prefix.Contains(p.Src)
+	case matchDst:
+		hit = m.prefix.Contains(p.Dst)
+	case matchProto:
+		hit = m.proto == 0 || m.proto == p.Proto
+	case matchIn, matchOut:
+		dev := p.In
+		if m.kind == matchOut {
+			dev = p.Out
+		}
+		if dev == "" {
+			return unsure
+		}
+		if prefix, wild := strings.CutSuffix(m.iface, "+"); wild {
+			hit = strings.HasPrefix(dev, prefix)
+		} else {
+			hit = dev == m.iface
+		}
+	case matchSport, matchDport:
+		port := p.Dport
+		if m.kind == matchSport {
+			port = p.Sport
+		}
+		for _, r := range m.ports {
+			hit = hit || (port >= r.lo && port <= r.hi)
+		}
+	default:
+		return unsure
+	}
+	if hit != m.negate {
+		return yes
+	}
+	return no
+}

@@ -1,0 +1,216 @@
+package ruleset
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The rulesets under testdata are iptables-save output of the lab's nodes
+// (test/lab), taken with iptables-nft.
+func load(t *testing.T, name string, edit ...string) *Ruleset {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name + ".rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for i := 0; i+1 < len(edit); i += 2 {
+		if !strings.Contains(text, edit[i]) {
+			t.Fatalf("%s has no %q", name, edit[i])
+		}
+		text = strings.Replace(text, edit[i], edit[i+1], 1)
+	}
+	rs, err := Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func pkt(src, dst string, in, out string) Packet {
+	s, d := netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst)
+	return Packet{Src: s.Addr(), Dst: d.Addr(), Sport: s.Port(), Dport: d.Port(), Proto: 6, In: in, Out: out}
+}
+
+// ref names a rule as "chain position".
+func ref(r *Rule) string {
+	if r == nil {
+		return "policy"
+	}
+	return r.Chain + " " + itoa(r.Position)
+}
+
+func itoa(n int) string { return fmt.Sprintf("%02d", n) }
+
+func refs(rs []*Rule) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, ref(r))
+	}
+	return strings.Join(out, " > ")
+}
+
+const staleReturn = "-A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN\n"
+
+func TestNAT(t *testing.T) {
+	for _, tc := range []struct {
+		name, rules string
+		edit        []string
+		hook        string
+		pre, post   Packet
+		rule, via   string
+		skipped     string
+		assumed     int
+	}{
+		{
+			name: "snat-missing: the stale flannel RETURN ends POSTROUTING before the MASQUERADE", rules: "snat-missing-n1",
+			hook: "POSTROUTING",
+			pre:  pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"),
+			rule: "POSTROUTING 04", skipped: "POSTROUTING 06", assumed: 1,
+		},
+		{
+			name: "snat-missing healthy: the MASQUERADE", rules: "snat-missing-n1", edit: []string{staleReturn, ""},
+			hook: "POSTROUTING",
+			pre:  pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("10.244.1.0:40000", "10.244.2.10:8080", "", "flannel.1"),
+			rule: "POSTROUTING 05", assumed: 1,
+		},
+		{
+			name: "the Service DNAT, through KUBE-SERVICES and KUBE-SVC", rules: "snat-missing-n1",
+			hook: "OUTPUT",
+			pre:  pkt("172.20.0.1:40000", "10.96.0.10:80", "", ""), post: pkt("172.20.0.1:40000", "10.244.2.10:8080", "", ""),
+			rule: "KUBE-SEP-SLU7GZY5SPD3QPRN 02", via: "OUTPUT 01 > KUBE-SERVICES 02 > KUBE-SVC-JNPFP5XLF5BLSA43 01",
+		},
+		{
+			name: "stale hostPort: the first CNI-DN chain DNATs to the dead pod", rules: "stale-hostport-n1",
+			hook: "PREROUTING",
+			pre:  pkt("172.20.0.254:41000", "172.20.0.1:8443", "eth0", ""), post: pkt("172.20.0.254:41000", "10.244.1.36:8443", "eth0", ""),
+			// The DNAT keeps the port unless told: 8443 is not what the rule chose.
+			rule: "",
+		},
+		{
+			name: "stale hostPort, as the kernel translated it", rules: "stale-hostport-n1",
+			hook: "PREROUTING",
+			pre:  pkt("172.20.0.254:41000", "172.20.0.1:8443", "eth0", ""), post: pkt("172.20.0.254:41000", "10.244.1.36:443", "eth0", ""),
+			rule: "CNI-DN-093e6edd5ba1d6052a1ee 03", via: "PREROUTING 02 > CNI-HOSTPORT-DNAT 01", assumed: 1,
+		},
+		{
+			name: "live hostPort once the stale chain is gone", rules: "stale-hostport-n1",
+			edit: []string{"-j CNI-DN-093e6edd5ba1d6052a1ee\n", "-j CNI-DN-093e6edd5ba1d6052a1ee-GONE\n"},
+			hook: "PREROUTING",
+			pre:  pkt("172.20.0.254:41000", "172.20.0.1:8443", "eth0", ""), post: pkt("172.20.0.254:41000", "10.244.1.34:443", "eth0", ""),
+			rule: "CNI-DN-deb6904d86bc61d55c4e6 03", via: "PREROUTING 02 > CNI-HOSTPORT-DNAT 02", assumed: 1,
+		},
+		{
+			name: "hairpin: the load balancer DNAT skips KUBE-MARK-MASQ", rules: "hairpin-n1",
+			hook: "PREROUTING",
+			pre:  pkt("10.244.1.10:40000", "172.20.0.100:443", "cni0", ""), post: pkt("10.244.1.10:40000", "10.244.1.20:443", "cni0", ""),
+			rule: "KUBE-SEP-K64J3NQ7WOFVDNR4 02", via: "PREROUTING 01 > KUBE-SERVICES 03 > KUBE-EXT-JB5AVGRZAOG6S5T3 01 > KUBE-SVL-JB5AVGRZAOG6S5T3 01",
+		},
+		{
+			name: "no rule for the tuple: the chain's policy", rules: "snat-missing-n1",
+			hook: "PREROUTING",
+			pre:  pkt("172.20.0.254:41000", "172.20.0.1:22", "eth0", ""), post: pkt("172.20.0.254:41000", "172.20.0.1:22", "eth0", ""),
+			rule: "policy", assumed: 0,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := load(t, tc.rules, tc.edit...)
+			a := rs.NAT(tc.hook, tc.pre, tc.post)
+			if tc.rule == "" {
+				if a != nil {
+					t.Fatalf("attributed to %s, want nothing", ref(a.Rule))
+				}
+				return
+			}
+			if a == nil {
+				t.Fatal("not attributed")
+			}
+			if got := ref(a.Rule); got != tc.rule {
+				t.Errorf("rule %s, want %s (%v)", got, tc.rule, a.Rule)
+			}
+			if got := refs(a.Via); got != tc.via {
+				t.Errorf("via %q, want %q", got, tc.via)
+			}
+			got := "none"
+			if a.Skipped != nil {
+				got = ref(a.Skipped)
+			}
+			if want := map[bool]string{true: tc.skipped, false: "none"}[tc.skipped != ""]; got != want {
+				t.Errorf("skipped %s, want %s", got, want)
+			}
+			if len(a.Assumed) != tc.assumed {
+				t.Errorf("%d assumptions, want %d: %+v", len(a.Assumed), tc.assumed, a.Assumed)
+			}
+		})
+	}
+}
+
+func TestDrop(t *testing.T) {
+	rs, err := Parse(`*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+:KUBE-NWPLCY - [0:0]
+-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT
+-A INPUT -j KUBE-NWPLCY
+-A FORWARD -i cni0 -o cni0 -j ACCEPT
+-A KUBE-NWPLCY -s 10.244.1.0/24 -p tcp -m tcp --dport 8080 -m comment --comment "default/deny-web" -j DROP
+-A KUBE-NWPLCY -m conntrack --ctstate INVALID -j DROP
+COMMIT
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, hook string
+		p          Packet
+		rule       string
+		comment    string
+	}{
+		{"the policy's DROP", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:8080", "cni0", ""), "KUBE-NWPLCY 01", "default/deny-web"},
+		{"an opaque match resolved by the drop", "INPUT", pkt("10.244.2.10:40000", "10.244.1.1:8080", "cni0", ""), "KUBE-NWPLCY 02", ""},
+		{"the chain's DROP policy", "FORWARD", pkt("10.244.1.10:40000", "10.244.2.10:80", "cni0", "flannel.1"), "policy", ""},
+		{"accepted, not dropped", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:22", "cni0", ""), "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := rs.Drop(tc.hook, tc.p)
+			if tc.rule == "" {
+				if a != nil {
+					t.Fatalf("attributed to %s", ref(a.Rule))
+				}
+				return
+			}
+			if a == nil {
+				t.Fatal("not attributed")
+			}
+			if got := ref(a.Rule); got != tc.rule {
+				t.Errorf("rule %s, want %s", got, tc.rule)
+			}
+			if a.Rule != nil && a.Rule.Comment != tc.comment {
+				t.Errorf("comment %q, want %q", a.Rule.Comment, tc.comment)
+			}
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	rs := load(t, "stale-hostport-n1")
+	if rs.Source != "iptables-save v1.8.9 (nf_tables)" && rs.Source != "" {
+		t.Errorf("source %q", rs.Source)
+	}
+	r := rs.Tables["nat"].Chains["CNI-HOSTPORT-DNAT"].Rules[0]
+	if want := `dnat name: "cbr0" id: "fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138"`; r.Comment != want {
+		t.Errorf("comment %q, want %q", r.Comment, want)
+	}
+	if r.Target != "CNI-DN-093e6edd5ba1d6052a1ee" || r.Position != 1 {
+		t.Errorf("target %q position %d", r.Target, r.Position)
+	}
+	for _, bad := range []string{"-A X -s", "*nat\n-A X -d 1.2.3.4/33 -j ACCEPT\nCOMMIT\n", "*nat\n-A X -m comment --comment \"open\nCOMMIT\n", "-A X -j ACCEPT\n"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
