@@ -11,7 +11,9 @@
 // and their methods, the drop-reason names of the recording kernel, the
 // clock anchor) comes first; namespace and symbol names are written
 // before the first event that needs them, so every prefix of a recording
-// is self-contained; event records hold the kernel record in a sparse
+// is self-contained; a ruleset record holds a namespace's iptables ruleset
+// (iptables-save's text, deflated) when the run starts and whenever it
+// changes, so replay names rules too; event records hold the kernel record in a sparse
 // form (a bitmap of its non-zero 8-byte words, then those words) and the
 // packet's first bytes; a summary record (lost events per point) ends a
 // complete recording. A recording cut off by a crash or a full disk reads
@@ -30,8 +32,9 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 
 // Version is the format version this package writes. Version 2 added the
 // packet's first-seen time (event.Event.SkbSeen) as the kernel record's last
-// word; version 1 records decode with it zero, so both are read.
-const Version = 2
+// word; version 1 records decode with it zero, so both are read. Version 3
+// added ruleset records.
+const Version = 3
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1
@@ -45,10 +48,16 @@ const (
 	recSymbol  = 3
 	recEvent   = 4
 	recSummary = 5
+	recRuleset = 6
 )
 
-// maxRecord bounds a record's length: a longer one is corruption.
-const maxRecord = 1 << 20
+// maxRecord bounds a record's length: a longer one is corruption. A
+// ruleset record may be longer (a large cluster's deflated ruleset), up to
+// maxRulesetRecord.
+const (
+	maxRecord        = 1 << 20
+	maxRulesetRecord = 64 << 20
+)
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

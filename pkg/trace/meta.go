@@ -50,6 +50,11 @@ func (m *Meta) Wall(mono uint64) time.Time {
 	return time.Unix(0, m.WallNS+(int64(mono)-m.MonoNS))
 }
 
+// Mono converts a wall-clock time back to the recording's monotonic clock.
+func (m *Meta) Mono(wall time.Time) uint64 {
+	return uint64(wall.UnixNano() - m.WallNS + m.MonoNS)
+}
+
 // Summary closes a complete recording.
 type Summary struct {
 	Events map[string]uint64 `json:"events"`

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // Reader reads a recording.
@@ -21,6 +22,8 @@ type Reader struct {
 	File    string
 	Meta    Meta
 	Summary *Summary // set once the closing summary is read
+	// Rulesets are the namespaces' rulesets read so far.
+	Rulesets ruleset.History
 
 	br     *bufio.Reader
 	closer io.Closer
@@ -120,7 +123,7 @@ func (r *Reader) next() (byte, []byte, error) {
 	if err != nil {
 		return 0, nil, r.truncated(start, err)
 	}
-	if length > maxRecord {
+	if length > maxRecord && (typ != recRuleset || length > maxRulesetRecord) {
 		return 0, nil, r.errorf(start, "record of %d bytes: the recording is corrupt", length)
 	}
 	if cap(r.payload) < int(length)+4 {
@@ -190,6 +193,12 @@ func (r *Reader) Next(e *event.Event) error {
 			r.names.Lock()
 			r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
 			r.names.Unlock()
+		case recRuleset:
+			snap, err := decodeRuleset(payload)
+			if err != nil {
+				return r.errorf(start, "ruleset record: %v", err)
+			}
+			r.Rulesets.Add(snap)
 		case recSummary:
 			var s Summary
 			if err := json.Unmarshal(payload, &s); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // Stream merges recordings into one event stream in time order. A single
@@ -37,6 +38,7 @@ type Stream struct {
 	reasons map[uint32]string
 	symbols map[uint64]string
 	remapNs map[[2]uint32]uint32
+	unmapNs map[uint32][2]uint32 // stream namespace -> recording, its namespace
 	remapRs map[[2]uint32]uint32
 }
 
@@ -44,7 +46,7 @@ type Stream struct {
 func NewStream(readers []*Reader) *Stream {
 	s := &Stream{readers: readers, heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
 		taken: -1, multi: len(readers) > 1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
-		remapNs: map[[2]uint32]uint32{}, remapRs: map[[2]uint32]uint32{}}
+		remapNs: map[[2]uint32]uint32{}, unmapNs: map[uint32][2]uint32{}, remapRs: map[[2]uint32]uint32{}}
 	for i := range readers {
 		s.advance(i)
 	}
@@ -78,6 +80,7 @@ func (s *Stream) rebase(i int, e *event.Event) {
 		name := s.hostName(i) + ":" + r.NetnsName(e.Netns)
 		s.names.Lock()
 		s.netns[id] = name
+		s.unmapNs[id] = k
 		s.names.Unlock()
 		e.Netns = id
 	}
@@ -167,6 +170,23 @@ func (s *Stream) SymbolName(addr uint64) string {
 		return n
 	}
 	return fmt.Sprintf("%#x", addr)
+}
+
+// Ruleset returns a namespace's ruleset in force at a stream time; nil
+// when its recording holds none. Safe to call while another goroutine
+// reads events.
+func (s *Stream) Ruleset(ino uint32, at uint64) *ruleset.Ruleset {
+	if !s.multi {
+		return s.readers[0].Rulesets.At(ino, at)
+	}
+	s.names.RLock()
+	k, ok := s.unmapNs[ino]
+	s.names.RUnlock()
+	if !ok {
+		return nil
+	}
+	r := s.readers[k[0]]
+	return r.Rulesets.At(k[1], r.Meta.Mono(time.Unix(0, int64(at))))
 }
 
 // Wall converts a stream time to wall-clock time.

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // Names gives the names a recording must carry for replay.
@@ -99,6 +100,16 @@ func (w *Writer) Event(e *event.Event) error {
 	n := event.Encode(e, w.scratch)
 	w.events++
 	return w.record(recEvent, appendSparse(nil, w.scratch[:event.RecordSize], w.scratch[event.RecordSize:n]))
+}
+
+// Ruleset appends a namespace's ruleset, in force from the snapshot's
+// time on.
+func (w *Writer) Ruleset(s ruleset.Snapshot) error {
+	p, err := encodeRuleset(s)
+	if err != nil {
+		return err
+	}
+	return w.record(recRuleset, p)
 }
 
 // Flush makes everything written so far reach the file (what a SIGKILL

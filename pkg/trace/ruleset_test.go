@@ -1,0 +1,95 @@
+package trace
+
+import (
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+)
+
+func natRules(masquerade string) string {
+	return "*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -s 10.244.0.0/16 -j " + masquerade + "\nCOMMIT\n"
+}
+
+// TestRulesetsReplayAsTheyStood: a recording carries each namespace's
+// ruleset and its changes; replay finds the one in force at a time, in one
+// recording and across several.
+func TestRulesetsReplayAsTheyStood(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.ntrace")
+	meta := Meta{Nettrace: "test", WallNS: 1_000_000_000_000, MonoNS: 1_000}
+	w, err := Create(path, meta, fixture.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := natRules("MASQUERADE") + strings.Repeat("# a large cluster's ruleset\n", 200_000)
+	for _, s := range []ruleset.Snapshot{
+		ruleset.NewSnapshot(1, 1_000, natRules("MASQUERADE")),
+		ruleset.NewSnapshot(1, 5_000, natRules("RETURN")),
+		ruleset.NewSnapshot(2, 1_000, big),
+	} {
+		if err := w.Ruleset(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := incident()
+	for i := range evs {
+		if err := w.Event(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	target := func(rs *ruleset.Ruleset) string {
+		if rs == nil {
+			return "none"
+		}
+		return rs.Tables["nat"].Chains["POSTROUTING"].Rules[0].Target
+	}
+
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := readAll(r); err != io.EOF {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		netns uint32
+		at    uint64
+		want  string
+	}{{1, 500, "MASQUERADE"}, {1, 4_999, "MASQUERADE"}, {1, 5_000, "RETURN"}, {1, 1 << 40, "RETURN"}, {2, 0, "MASQUERADE"}, {3, 0, "none"}} {
+		if got := target(r.Rulesets.At(tc.netns, tc.at)); got != tc.want {
+			t.Errorf("netns %d at %d: %s, want %s", tc.netns, tc.at, got, tc.want)
+		}
+	}
+
+	// Two recordings: namespaces are the stream's own, times wall-clock.
+	r1, _ := Open(path)
+	r2, _ := Open(record(t, incident(), true))
+	defer r1.Close()
+	defer r2.Close()
+	s := NewStream([]*Reader{r1, r2})
+	var e event.Event
+	var ns uint32
+	for s.Next(&e) == nil {
+		if s.readers[s.taken] == r1 && e.Netns != 0 && s.unmapNs[e.Netns][1] == 1 {
+			ns = e.Netns
+		}
+	}
+	if ns == 0 {
+		t.Fatal("no event of namespace 1 in the stream")
+	}
+	at := func(mono uint64) uint64 { return uint64(meta.Wall(mono).UnixNano()) }
+	if got := target(s.Ruleset(ns, at(4_999))); got != "MASQUERADE" {
+		t.Errorf("stream, before the change: %s", got)
+	}
+	if got := target(s.Ruleset(ns, at(6_000))); got != "RETURN" {
+		t.Errorf("stream, after the change: %s", got)
+	}
+}
