@@ -10,6 +10,14 @@ require (
 )
 
 require (
+	github.com/google/go-cmp v0.6.0 // indirect
+	github.com/google/nftables v0.3.0 // indirect
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/socket v0.5.0 // indirect
+	golang.org/x/sync v0.17.0 // indirect
+)
+
+require (
 	github.com/gopacket/gopacket v1.7.7
 	golang.org/x/net v0.55.0 // indirect
 )

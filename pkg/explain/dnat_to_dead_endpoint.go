@@ -40,9 +40,14 @@ func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
 	if cause == nil && syns < 2 {
 		return nil // one unanswered SYN is not yet evidence of anything
 	}
-	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}}
-	summary := fmt.Sprintf("SYN to %s was DNATed to %s in %s %s; that address never answered: ",
-		dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook)
+	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, d)}
+	fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
+	by := ""
+	if c := ruleClause(fd.Rules); c != "" {
+		by = " (" + c + ")"
+	}
+	summary := fmt.Sprintf("SYN to %s was DNATed to %s in %s %s%s; that address never answered: ",
+		dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by)
 	if cause != nil {
 		reason := n.ReasonName(cause.Drop.Reason)
 		what := map[string]string{

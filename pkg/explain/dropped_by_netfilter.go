@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -32,12 +33,34 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	if isSYN(t) {
 		what = "SYN"
 	}
-	summary := fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s",
-		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
-	return &Finding{
-		Summary:  summary + ".",
+	fd := &Finding{
 		Evidence: []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
+		Rules:    dropRules(n, drop, hooksAfter(last)...),
 	}
+	fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, fd.Rules)...)
+	by := "a netfilter DROP verdict"
+	if c := ruleClause(fd.Rules); c != "" {
+		by = strings.TrimSuffix(c, " decided")
+	}
+	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s, %s.",
+		what, src(t), dst(t), by, n.NetnsName(drop.Netns), hookAfter(last))
+	return fd
+}
+
+// hooksAfter lists the hooks whose filter, mangle or raw chains can have
+// dropped a packet last seen at a NAT hook (see hookAfter).
+func hooksAfter(last event.Hook) []event.Hook {
+	switch last {
+	case event.HookPrerouting:
+		return []event.Hook{event.HookInput, event.HookForward}
+	case event.HookOutput:
+		return []event.Hook{event.HookOutput, event.HookPostrouting}
+	case event.HookInput:
+		return []event.Hook{event.HookInput}
+	case event.HookPostrouting:
+		return []event.Hook{event.HookPostrouting}
+	}
+	return []event.Hook{event.HookPrerouting, event.HookOutput}
 }
 
 // hookAfter names the hooks a drop can have happened in, given the last

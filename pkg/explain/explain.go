@@ -23,6 +23,9 @@ type Finding struct {
 	Severity string
 	Summary  string
 	Evidence []Evidence
+	// Rules are the netfilter rules behind the failure, when the
+	// namespace's ruleset is known.
+	Rules []NetfilterRule
 }
 
 // Evidence is an event that supports a finding, and what it shows.

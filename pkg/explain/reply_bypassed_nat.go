@@ -39,7 +39,8 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		if atClient == nil || crossedNAT {
 			continue
 		}
-		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}}
+		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, d)}
+		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
 		how := "and not SNATed"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {
 			fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
@@ -49,8 +50,12 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		}
 		fd.Evidence = append(fd.Evidence, evidence(n, atClient, "reply from %s reached %s without crossing %s's conntrack entry",
 			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))
-		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s %s the reply went straight to the client (%s) without crossing that conntrack entry",
-			dst(d.Tuple), cl, dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
+		by := ""
+		if c := ruleClause(fd.Rules); c != "" {
+			by = " by " + c
+		}
+		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s%s %s the reply went straight to the client (%s) without crossing that conntrack entry",
+			dst(d.Tuple), cl, dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by, how, n.NetnsName(clientNetns))
 		// The reset shows as the tcp point's reset (where the kernel traces
 		// resets sent without a socket) or as the reset packet leaving.
 		if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {

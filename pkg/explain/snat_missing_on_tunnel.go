@@ -63,8 +63,14 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 	fd := &Finding{Evidence: []Evidence{
 		evidence(n, d, "%s", natFact(n, d)),
 	}}
+	notSNATed := "not SNATed in POSTROUTING"
 	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
+		fd.Rules = natRules(n, post)
+		fd.Evidence = append(fd.Evidence, ruleFacts(n, post, fd.Rules)...)
+		if c := ruleClause(fd.Rules); c != "" {
+			notSNATed = "not SNATed in POSTROUTING (" + c + ")"
+		}
 	}
 	fd.Evidence = append(fd.Evidence, evidence(n, encap, "encapsulated on %s: VNI %d, %s -> VTEP %s, inner source %s",
 		where(n, encap), encap.VXLAN.VNI, encap.VXLAN.Local, encap.VXLAN.Remote, encap.Inner.Src))
@@ -72,8 +78,8 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 	if tunnelDev != "" {
 		via = tunnelDev
 	}
-	summary := fmt.Sprintf("SYN %s -> %s was DNATed to %s in %s %s, routed out of %s (VNI %d, remote VTEP %s) and not SNATed in POSTROUTING: it left with source %s, which the remote side does not route back through the tunnel; ",
-		src(d.NAT.Pre), dst(d.NAT.Pre), dst(d.Tuple), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, d.NAT.Pre.Src)
+	summary := fmt.Sprintf("SYN %s -> %s was DNATed to %s in %s %s, routed out of %s (VNI %d, remote VTEP %s) and %s: it left with source %s, which the remote side does not route back through the tunnel; ",
+		src(d.NAT.Pre), dst(d.NAT.Pre), dst(d.Tuple), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, notSNATed, d.NAT.Pre.Src)
 	switch {
 	case replyDrop != nil:
 		reason := n.ReasonName(replyDrop.Drop.Reason)

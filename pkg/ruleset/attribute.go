@@ -55,6 +55,24 @@ func (rs *Ruleset) NAT(hook string, pre, post Packet) *Attribution {
 	return a
 }
 
+// Other returns the translation the packet would have met had the
+// decision a not been taken: the jump into the deciding rule's chain (or
+// the rule itself) taken as not matching. For a DNAT to a dead address, it
+// finds the rule that points elsewhere (a stale hostPort chain ahead of
+// the live one). nil when no other NAT rule would have matched.
+func (rs *Ruleset) Other(a *Attribution, pre Packet) *Attribution {
+	if a == nil || a.Rule == nil || !isNAT(a.Rule.Target) {
+		return nil
+	}
+	skip := a.Rule
+	if len(a.Via) > 0 {
+		skip = a.Via[len(a.Via)-1]
+	}
+	return rs.attribute(a.Table, a.Hook, pre, func(v verdict) bool {
+		return v.kind == verdictNAT && v.rule.Target == a.Rule.Target && v.rule.ToDestination+v.rule.ToSource != a.Rule.ToDestination+a.Rule.ToSource
+	}, skip, a.Rule)
+}
+
 // Drop attributes a drop at a hook to the filter, mangle or raw table's
 // rule that dropped the packet. nil when none of them can have.
 func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {

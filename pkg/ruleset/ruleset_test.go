@@ -148,6 +148,24 @@ func TestNAT(t *testing.T) {
 	}
 }
 
+func TestOther(t *testing.T) {
+	rs := load(t, "stale-hostport-n1")
+	pre := pkt("172.20.0.254:41000", "172.20.0.1:8443", "eth0", "")
+	a := rs.NAT("PREROUTING", pre, pkt("172.20.0.254:41000", "10.244.1.36:443", "eth0", ""))
+	o := rs.Other(a, pre)
+	if o == nil || ref(o.Rule) != "CNI-DN-deb6904d86bc61d55c4e6 03" || o.Rule.ToDestination != "10.244.1.34:443" {
+		t.Fatalf("other: %+v", o)
+	}
+	if rs.Other(o, pre).Rule != a.Rule {
+		t.Errorf("the live chain's other is not the stale one")
+	}
+	one := load(t, "snat-missing-n1")
+	pre = pkt("172.20.0.1:40000", "10.96.0.10:80", "", "")
+	if o := one.Other(one.NAT("OUTPUT", pre, pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "")), pre); o != nil {
+		t.Errorf("a Service with one endpoint has another: %v", o.Rule)
+	}
+}
+
 func TestDrop(t *testing.T) {
 	rs, err := Parse(`*filter
 :INPUT ACCEPT [0:0]

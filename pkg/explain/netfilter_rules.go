@@ -1,0 +1,214 @@
+package explain
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+)
+
+// Rulesets gives the iptables ruleset of a namespace in force at a kernel
+// time. Names that implement it let findings name the rule that decided.
+type Rulesets interface {
+	Ruleset(netns uint32, at uint64) *ruleset.Ruleset
+}
+
+// NetfilterRule is a rule a finding names, and the part it played.
+type NetfilterRule struct {
+	Netns    uint32
+	Hook     string
+	Table    string
+	Chain    string
+	Position int // 1-based in its chain; 0 when the chain's policy decided
+	Text     string
+	// Comment is the rule's comment or, when it has none, the comment of
+	// the nearest jump that led to it (CNI's "dnat name: ... id: ..." sits
+	// on the jump into the container's chain).
+	Comment string
+	// Via are the jumps that led to the rule, outermost first, as
+	// iptables-save prints them.
+	Via []string
+	// Verdict is the rule's target (DNAT, RETURN, DROP, ...), or the
+	// chain's policy when no rule decided.
+	Verdict string
+	Role    string // RoleDecided, RoleSkipped or RoleOther
+	// Source says how the rule was found: SourceRuleset, from the
+	// namespace's ruleset and what the packet was seen to become.
+	Source string
+	// Assumed are the matches the packet's tuple could not settle (a mark,
+	// conntrack state, a random choice), taken as the outcome needs them.
+	Assumed []string
+}
+
+// Roles of a named rule.
+const (
+	RoleDecided = "decided" // made the hook do what it did
+	RoleSkipped = "skipped" // the NAT rule the decided rule kept the packet from
+	RoleOther   = "other"   // another rule for the same destination, and where it leads
+)
+
+var roleWords = map[string]string{
+	RoleDecided: "decided",
+	RoleSkipped: "would have translated it, had the rule above not ended the chain",
+	RoleOther:   "matches the same packets and chooses elsewhere",
+}
+
+// SourceRuleset marks a rule attributed from the namespace's ruleset.
+const SourceRuleset = "ruleset"
+
+// rulesetAt is the ruleset of the event's namespace when it happened.
+func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
+	if rs, ok := n.(Rulesets); ok {
+		return rs.Ruleset(e.Netns, e.Time)
+	}
+	return nil
+}
+
+// hookPacket is what a hook saw of the packet at a nat or drop event:
+// the device is the input one before routing, the output one after.
+func hookPacket(e *event.Event, t event.Tuple, hook event.Hook) ruleset.Packet {
+	p := ruleset.Packet{Src: t.Src, Dst: t.Dst, Proto: t.Proto, Sport: t.Sport, Dport: t.Dport}
+	switch hook {
+	case event.HookPrerouting, event.HookInput:
+		p.In = e.Ifname.String()
+	case event.HookPostrouting:
+		p.Out = e.Ifname.String()
+	}
+	return p
+}
+
+// natRules names the rules behind a nat event: the rule that decided
+// what the hook did, and what it kept the packet from or, for a DNAT,
+// another rule that would have chosen elsewhere.
+func natRules(n Names, e *event.Event) []NetfilterRule {
+	rs := rulesetAt(n, e)
+	if rs == nil || e.Flags&event.FlagPre == 0 {
+		return nil
+	}
+	pre, post := hookPacket(e, e.NAT.Pre, e.Hook), hookPacket(e, e.Tuple, e.Hook)
+	a := rs.NAT(e.Hook.String(), pre, post)
+	if a == nil {
+		return nil
+	}
+	out := []NetfilterRule{named(rs, e.Netns, a, a.Rule, RoleDecided)}
+	if a.Skipped != nil {
+		out = append(out, named(rs, e.Netns, a, a.Skipped, RoleSkipped))
+	}
+	if o := rs.Other(a, pre); o != nil && a.Rule.Target == "DNAT" {
+		out = append(out, named(rs, e.Netns, o, o.Rule, RoleOther))
+	}
+	return out
+}
+
+// dropRules names the rule that dropped a packet, at the first of the
+// hooks it can have been dropped in that has one.
+func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
+	rs := rulesetAt(n, e)
+	if rs == nil {
+		return nil
+	}
+	t := packetTuple(e)
+	for _, hook := range hooks {
+		if a := rs.Drop(hook.String(), hookPacket(e, t, hook)); a != nil {
+			return []NetfilterRule{named(rs, e.Netns, a, a.Rule, RoleDecided)}
+		}
+	}
+	return nil
+}
+
+func named(rs *ruleset.Ruleset, netns uint32, a *ruleset.Attribution, r *ruleset.Rule, role string) NetfilterRule {
+	nr := NetfilterRule{Netns: netns, Hook: a.Hook, Table: a.Table, Chain: a.Hook, Role: role, Source: SourceRuleset}
+	if r == nil {
+		nr.Verdict = rs.Tables[a.Table].Chains[a.Hook].Policy
+		return nr
+	}
+	nr.Chain, nr.Position, nr.Text, nr.Comment, nr.Verdict = r.Chain, r.Position, r.Text, r.Comment, r.Target
+	for i := len(a.Via) - 1; i >= 0 && nr.Comment == ""; i-- {
+		nr.Comment = a.Via[i].Comment
+	}
+	for _, j := range a.Via {
+		nr.Via = append(nr.Via, j.Text)
+	}
+	if role == RoleDecided {
+		for _, as := range a.Assumed {
+			how := "matched"
+			if !as.Matched {
+				how = "did not match"
+			}
+			nr.Assumed = append(nr.Assumed, fmt.Sprintf("%s rule %d %s", as.Rule.Chain, as.Rule.Position, how))
+		}
+	}
+	return nr
+}
+
+// String names the rule in a finding's text: where it is, what it does,
+// its comment.
+func (r NetfilterRule) String() string {
+	if r.Position == 0 {
+		return fmt.Sprintf("the %s policy of %s %s", r.Verdict, r.Table, r.Chain)
+	}
+	s := fmt.Sprintf("%s %s rule %d (%s", r.Table, r.Chain, r.Position, r.Verdict)
+	if r.Comment != "" {
+		s += fmt.Sprintf(", %q", r.Comment)
+	}
+	return s + ")"
+}
+
+// ruleClause says in a few words which rule decided and what it kept the
+// packet from, for a finding's summary; "" when no rule is named.
+func ruleClause(rules []NetfilterRule) string {
+	var decided, skipped, other *NetfilterRule
+	for i := range rules {
+		switch rules[i].Role {
+		case RoleDecided:
+			decided = &rules[i]
+		case RoleSkipped:
+			skipped = &rules[i]
+		case RoleOther:
+			other = &rules[i]
+		}
+	}
+	if decided == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(decided.String())
+	if skipped != nil {
+		fmt.Fprintf(&b, " ended the chain before %s", skipped.String())
+	} else {
+		b.WriteString(" decided")
+	}
+	if other != nil {
+		fmt.Fprintf(&b, "; %s would have chosen %s", other.String(), other.target())
+	}
+	return b.String()
+}
+
+// target is a NAT rule's --to argument, from its text.
+func (r NetfilterRule) target() string {
+	for _, opt := range []string{"--to-destination ", "--to-source "} {
+		if _, after, ok := strings.Cut(r.Text, opt); ok {
+			to, _, _ := strings.Cut(after, " ")
+			return to
+		}
+	}
+	return r.Verdict
+}
+
+// ruleFacts are evidence lines for the named rules: the rule as
+// iptables-save prints it.
+func ruleFacts(n Names, e *event.Event, rules []NetfilterRule) []Evidence {
+	var out []Evidence
+	for _, r := range rules {
+		if r.Position == 0 {
+			continue
+		}
+		fact := fmt.Sprintf("%s %s %s rule %d %s: %s", n.NetnsName(r.Netns), r.Table, r.Chain, r.Position, roleWords[r.Role], r.Text)
+		if len(r.Assumed) > 0 {
+			fact += " (assuming " + strings.Join(r.Assumed, ", ") + ", as the outcome shows)"
+		}
+		out = append(out, evidence(n, e, "%s", fact))
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package explain
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+)
+
+// rules reads a ruleset of the lab's (pkg/ruleset/testdata).
+func rules(t *testing.T, name string) *ruleset.Ruleset {
+	t.Helper()
+	b, err := os.ReadFile("../ruleset/testdata/" + name + ".rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ruleset.Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+const filterRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p tcp -m tcp --dport 22 -j ACCEPT
+-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP
+COMMIT
+`
+
+// TestFindingsNameTheirRule: given the namespace's ruleset, each finding
+// names the rule behind the failure, in its summary, its evidence and
+// Finding.Rules; without one, it names none.
+func TestFindingsNameTheirRule(t *testing.T) {
+	filter, err := ruleset.Parse(filterRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := func(name string) map[uint32]*ruleset.Ruleset { return map[uint32]*ruleset.Ruleset{1: rules(t, name)} }
+	for _, tc := range []struct {
+		name     string
+		check    func(*flow.Flow, Names) *Finding
+		events   []event.Event
+		rulesets map[uint32]*ruleset.Ruleset
+		summary  string
+		named    []string // role: rule text, in order
+	}{
+		{
+			"snat-missing: the stale RETURN before the MASQUERADE", snatMissingOnTunnel, fixture.SNATMissing(false), n1("snat-missing-n1"),
+			`not SNATed in POSTROUTING (nat POSTROUTING rule 4 (RETURN, "flanneld masq") ended the chain before nat POSTROUTING rule 6 (MASQUERADE, "flanneld masq"))`,
+			[]string{
+				`decided: -A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment "flanneld masq" -j RETURN`,
+				`skipped: -A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`,
+			},
+		},
+		{
+			"stale hostPort: the stale chain's DNAT, and the live one it shadows", dnatToDeadEndpoint, fixture.StaleHostPort(false), n1("stale-hostport-n1"),
+			`DNATed to 10.244.1.36:443 in n1 PREROUTING (nat CNI-DN-093e6edd5ba1d6052a1ee rule 3 (DNAT, "dnat name: \"cbr0\" id: \"fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138\"") decided; nat CNI-DN-deb6904d86bc61d55c4e6 rule 3 (DNAT, "dnat name: \"cbr0\" id: \"2e5c1a4f0b9d7c3e8a6f4d2b1c0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e\"") would have chosen 10.244.1.34:443)`,
+			[]string{
+				`decided: -A CNI-DN-093e6edd5ba1d6052a1ee -p tcp -m tcp --dport 8443 -j DNAT --to-destination 10.244.1.36:443`,
+				`other: -A CNI-DN-deb6904d86bc61d55c4e6 -p tcp -m tcp --dport 8443 -j DNAT --to-destination 10.244.1.34:443`,
+			},
+		},
+		{
+			"hairpin: the load balancer's DNAT", replyBypassedNAT, fixture.Hairpin(false), n1("hairpin-n1"),
+			`DNATed in n1 PREROUTING by nat KUBE-SEP-K64J3NQ7WOFVDNR4 rule 2 (DNAT, "default/ingress") decided and not SNATed`,
+			[]string{`decided: -A KUBE-SEP-K64J3NQ7WOFVDNR4 -p tcp -m comment --comment "default/ingress" -m tcp -j DNAT --to-destination 10.244.1.20:443`},
+		},
+		{
+			"a DROP rule of the filter table", droppedByNetfilter, fixture.NetfilterDrop(), map[uint32]*ruleset.Ruleset{2: filter},
+			`dropped by filter INPUT rule 2 (DROP, "default/deny-9001") in n2`,
+			[]string{`decided: -A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`},
+		},
+		{
+			"no ruleset: no rule named", snatMissingOnTunnel, fixture.SNATMissing(false), nil,
+			"and not SNATed in POSTROUTING: it left", nil,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flows := flowsOf(t, tc.events)
+			if len(flows) != 1 {
+				t.Fatalf("%d flows", len(flows))
+			}
+			fd := tc.check(flows[0], fixture.Names{Rulesets: tc.rulesets})
+			if fd == nil {
+				t.Fatal("did not fire")
+			}
+			if !strings.Contains(fd.Summary, tc.summary) {
+				t.Errorf("summary lacks %q:\n%s", tc.summary, fd.Summary)
+			}
+			var named []string
+			for _, r := range fd.Rules {
+				named = append(named, r.Role+": "+r.Text)
+				if r.Source != SourceRuleset {
+					t.Errorf("source %q", r.Source)
+				}
+			}
+			if strings.Join(named, "\n") != strings.Join(tc.named, "\n") {
+				t.Errorf("named\n%s\nwant\n%s", strings.Join(named, "\n"), strings.Join(tc.named, "\n"))
+			}
+			for _, want := range tc.named {
+				_, text, _ := strings.Cut(want, ": ")
+				found := false
+				for _, ev := range fd.Evidence {
+					found = found || strings.Contains(ev.Fact, text)
+				}
+				if !found {
+					t.Errorf("no evidence shows %s", text)
+				}
+			}
+		})
+	}
+}
