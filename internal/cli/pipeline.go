@@ -12,6 +12,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
@@ -34,6 +35,10 @@ type pipeline struct {
 	total      uint64
 	findings   map[string]uint64
 	err        error
+	// rulesets are the namespaces' rulesets the findings name rules from;
+	// ruleChanges brings new ones while watching.
+	rulesets    *ruleset.History
+	ruleChanges <-chan ruleset.Snapshot
 
 	// ended carries finished flows, numbered, to the goroutines that
 	// explain and render them; rendered carries them on to the one that
@@ -95,6 +100,10 @@ type pipelineOptions struct {
 	names      output.Names
 	recorder   *trace.Writer
 	stdout     io.Writer // where flows and events go; os.Stdout if nil
+	// rulesets receives the namespaces' rulesets (addRuleset), which the
+	// names then give to the findings; nil when none are read.
+	rulesets    *ruleset.History
+	ruleChanges <-chan ruleset.Snapshot
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -108,7 +117,7 @@ const maxKeptText = 64 << 10
 
 func newPipeline(o pipelineOptions) *pipeline {
 	p := &pipeline{names: o.names, rec: o.recorder, showEvents: o.events, limit: o.limit,
-		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout}
+		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout, rulesets: o.rulesets, ruleChanges: o.ruleChanges}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
@@ -247,9 +256,29 @@ func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	return p.w.Flow(f, fd)
 }
 
-// tick ends the flows idle at kernel time now and pushes the recording
-// to disk.
+// addRuleset keeps a namespace's ruleset for the findings, and in the
+// recording.
+func (p *pipeline) addRuleset(s ruleset.Snapshot) {
+	if p.rulesets == nil {
+		return
+	}
+	p.rulesets.Add(s)
+	if p.rec != nil {
+		p.fail(p.rec.Ruleset(s))
+	}
+}
+
+// tick takes the rulesets that changed, ends the flows idle at kernel time
+// now and pushes the recording to disk.
 func (p *pipeline) tick(now uint64) {
+	for more := true; more; {
+		select {
+		case s := <-p.ruleChanges:
+			p.addRuleset(s)
+		default:
+			more = false
+		}
+	}
 	p.corr.Expire(now, p.flowDone)
 	if p.rec != nil {
 		p.fail(p.rec.Flush())

@@ -19,10 +19,12 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/internal/probe"
+	"github.com/nettrace-dev/nettrace/internal/rulewatch"
 	"github.com/nettrace-dev/nettrace/internal/synwatch"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
@@ -195,11 +197,13 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	meta := trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: recordedKernel(facts), Points: recordedPoints(tr.Statuses()),
 		Filter: expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
 	namer := netns.NewNamer(targets)
+	var rulesets ruleset.History
 	names := output.Names{
 		DropReason: func(r uint32) string { return reasons[r] },
 		Symbol:     syms.Name,
 		Netns:      namer.Name,
 		Wall:       meta.Wall,
+		Rulesets:   rulesets.At,
 	}
 	var rec *trace.Writer
 	if f.write != "" {
@@ -221,8 +225,21 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		}
 		defer os.Remove(f.readyFile)
 	}
+	// The namespaces' rulesets, so that findings name their rules.
+	rules, firstRulesets, err := rulewatch.Start(targets, func(err error) { log.Warn().Err(err).Msg("rules of a namespace not named") })
+	var ruleChanges <-chan ruleset.Snapshot
+	if err != nil {
+		log.Warn().Err(err).Msg("rules not named")
+	} else {
+		defer rules.Close()
+		ruleChanges = rules.Changes()
+	}
 	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
-		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec})}
+		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec,
+		rulesets: &rulesets, ruleChanges: ruleChanges})}
+	for _, s := range firstRulesets {
+		run.p.addRuleset(s)
+	}
 	if !explicitNetns {
 		run.rescan = func() {
 			for _, t := range netns.Named() {
@@ -231,6 +248,9 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 				}
 				if syn != nil {
 					syn.AddNamespace(t)
+				}
+				if rules != nil {
+					rules.Add(t)
 				}
 			}
 		}

@@ -71,6 +71,25 @@ type JSONExplanation struct {
 	Summary  string         `json:"summary"`
 	Flow     JSONFlowRef    `json:"flow"`
 	Evidence []JSONEvidence `json:"evidence"`
+	// NetfilterRules are the rules behind the finding, when the
+	// namespace's ruleset is known (explain.NetfilterRule).
+	NetfilterRules []JSONNetfilterRule `json:"netfilter_rules,omitempty"`
+}
+
+// JSONNetfilterRule is a netfilter rule a finding names.
+type JSONNetfilterRule struct {
+	Netns    string   `json:"netns"`
+	Hook     string   `json:"hook"`
+	Table    string   `json:"table"`
+	Chain    string   `json:"chain"`
+	Position int      `json:"position"` // 1-based in its chain; 0: the chain's policy decided
+	Text     string   `json:"text,omitempty"`
+	Comment  string   `json:"comment,omitempty"`
+	Via      []string `json:"via,omitempty"`
+	Verdict  string   `json:"verdict"`
+	Role     string   `json:"role"`
+	Source   string   `json:"source"`
+	Assumed  []string `json:"assumed,omitempty"`
 }
 
 func (n Names) step(e *event.Event, start uint64) JSONStep {
@@ -135,6 +154,11 @@ func (n Names) ConvertFinding(f *flow.Flow, fd *explain.Finding) *JSONExplanatio
 			je.Skb = fmt.Sprintf("%#x", e.Skb)
 		}
 		j.Evidence = append(j.Evidence, je)
+	}
+	for _, r := range fd.Rules {
+		j.NetfilterRules = append(j.NetfilterRules, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, Table: r.Table,
+			Chain: r.Chain, Position: r.Position, Text: r.Text, Comment: r.Comment, Via: r.Via, Verdict: r.Verdict, Role: r.Role,
+			Source: r.Source, Assumed: r.Assumed})
 	}
 	return j
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // Names turns kernel numbers into names; each may be nil.
@@ -18,6 +19,18 @@ type Names struct {
 	Netns      func(uint32) string
 	// Wall converts a CLOCK_MONOTONIC timestamp to wall-clock time.
 	Wall func(uint64) time.Time
+	// Rulesets gives a namespace's iptables ruleset in force at a
+	// CLOCK_MONOTONIC time: findings then name their rules.
+	Rulesets func(netns uint32, at uint64) *ruleset.Ruleset
+}
+
+// Ruleset returns a namespace's ruleset at a time, if known: Names is an
+// explain.Rulesets.
+func (n Names) Ruleset(netns uint32, at uint64) *ruleset.Ruleset {
+	if n.Rulesets == nil {
+		return nil
+	}
+	return n.Rulesets(netns, at)
 }
 
 func (n Names) dropReason(r uint32) string {

@@ -37,40 +37,65 @@ type Watcher struct {
 	changes chan ruleset.Snapshot
 	done    chan struct{}
 	wg      sync.WaitGroup
-	mu      sync.Mutex
-	closers []func() error
-	errs    []error
+	report   func(error)
+	mu       sync.Mutex
+	closers  []func() error
+	followed map[uint32]bool // namespaces by inode
 }
 
 // Start reads the rulesets of targets, and watches them for changes
 // until Close. A namespace whose ruleset cannot be read or watched is
-// reported in Errs, and the others go on.
-func Start(targets []netns.Target) (*Watcher, []ruleset.Snapshot, error) {
+// reported (from any goroutine), and the others go on.
+func Start(targets []netns.Target, report func(error)) (*Watcher, []ruleset.Snapshot, error) {
 	if _, err := exec.LookPath("iptables-save"); err != nil {
 		return nil, nil, ErrNoIptablesSave
 	}
-	w := &Watcher{changes: make(chan ruleset.Snapshot, 64), done: make(chan struct{})}
+	w := &Watcher{changes: make(chan ruleset.Snapshot, 64), done: make(chan struct{}), report: report, followed: map[uint32]bool{}}
 	var first []ruleset.Snapshot
 	for _, t := range targets {
+		if w.followed[t.Inode] {
+			continue
+		}
+		w.followed[t.Inode] = true
 		s, err := read(t)
 		if err != nil {
-			w.errs = append(w.errs, err)
+			report(err)
 			continue
 		}
 		first = append(first, s)
-		if err := w.follow(t); err != nil {
-			w.errs = append(w.errs, fmt.Errorf("watch the ruleset of %s for changes: %w", t.Name, err))
-		}
+		w.follow(t)
 	}
 	return w, first, nil
 }
 
-// Errs are the namespaces whose rulesets could not be read or watched.
-func (w *Watcher) Errs() []error {
+// Add follows a namespace that appeared after Start; its ruleset comes on
+// Changes.
+func (w *Watcher) Add(t netns.Target) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]error(nil), w.errs...)
+	known := w.followed[t.Inode]
+	w.followed[t.Inode] = true
+	w.mu.Unlock()
+	if known {
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		s, err := read(t)
+		if err != nil {
+			w.report(err)
+			return
+		}
+		select {
+		case w.changes <- s:
+		case <-w.done:
+			return
+		}
+		w.follow(t)
+	}()
 }
+
+func (w *Watcher) fail(err error) { w.report(err) }
 
 // Changes delivers a namespace's ruleset each time it changed.
 func (w *Watcher) Changes() <-chan ruleset.Snapshot { return w.changes }
@@ -99,22 +124,25 @@ func read(t netns.Target) (ruleset.Snapshot, error) {
 }
 
 // follow reads a namespace's ruleset again after each burst of changes.
-func (w *Watcher) follow(t netns.Target) error {
+func (w *Watcher) follow(t netns.Target) {
 	f, err := os.Open(t.Path)
 	if err != nil {
-		return err
+		w.report(fmt.Errorf("watch the ruleset of %s for changes: %w", t.Name, err))
+		return
 	}
 	conn, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())), nftables.AsLasting())
 	if err != nil {
 		f.Close()
-		return err
+		w.report(fmt.Errorf("watch the ruleset of %s for changes: %w", t.Name, err))
+		return
 	}
 	mon := nftables.NewMonitor(nftables.WithMonitorObject(nftables.MonitorObjectRuleset), nftables.WithMonitorEventBuffer(256))
 	events, err := conn.AddMonitor(mon)
 	if err != nil {
 		conn.CloseLasting()
 		f.Close()
-		return err
+		w.report(fmt.Errorf("watch the ruleset of %s for changes: %w", t.Name, err))
+		return
 	}
 	w.mu.Lock()
 	w.closers = append(w.closers, mon.Close, conn.CloseLasting, f.Close)
@@ -134,9 +162,7 @@ func (w *Watcher) follow(t netns.Target) error {
 				quiet = nil
 				s, err := read(t)
 				if err != nil {
-					w.mu.Lock()
-					w.errs = append(w.errs, err)
-					w.mu.Unlock()
+					w.report(err)
 					continue
 				}
 				select {
@@ -149,5 +175,4 @@ func (w *Watcher) follow(t netns.Target) error {
 			}
 		}
 	}()
-	return nil
 }
