@@ -34,9 +34,9 @@ var ErrNoIptablesSave = errors.New("iptables-save not found: rules are not named
 
 // Watcher follows the rulesets of namespaces.
 type Watcher struct {
-	changes chan ruleset.Snapshot
-	done    chan struct{}
-	wg      sync.WaitGroup
+	changes  chan ruleset.Snapshot
+	done     chan struct{}
+	wg       sync.WaitGroup
 	report   func(error)
 	mu       sync.Mutex
 	closers  []func() error
