@@ -251,8 +251,12 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 			t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
 		}
 		r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
-		r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
+		xs := r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
 			"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
+		// The stale flannel RETURN for node 2's subnet, before the
+		// MASQUERADE it kept the SYN from.
+		namedRule(t, xs[0], lab.NsNode1, "decided", "-d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN")
+		namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment \"flanneld masq\" -j MASQUERADE")
 		return
 	}
 	if res[lab.Connected] != 1 {
@@ -358,8 +362,11 @@ func checkStaleHostPort(t *testing.T, r labRun, healthy bool) {
 		t.Fatalf("client outcomes %v, want no connection", res)
 	}
 	r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
-	r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
+	xs := r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
 		lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
+	// The stale CNI-DN chain's DNAT, and the live chain's behind it.
+	namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.DeadHostPortPod+":443")
+	namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+lab.LiveHostPortPod+":443")
 }
 
 func checkHairpin(t *testing.T, r labRun, healthy bool) {
@@ -396,8 +403,9 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	if !r.resetBy(client, lab.IngressPodIP) {
 		t.Errorf("nettrace did not show the client resetting the unexpected SYN-ACK")
 	}
-	r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
+	xs := r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
 		"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+	namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.IngressPodIP+":443")
 }
 
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.

@@ -219,12 +219,6 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if synMethod == probe.MethodUser || synMethod == probe.MethodTpBTF {
 		syn = synwatch.New(targets)
 	}
-	if f.readyFile != "" {
-		if err := os.WriteFile(f.readyFile, []byte("ready\n"), 0o644); err != nil {
-			return fmt.Errorf("write ready file: %w", err)
-		}
-		defer os.Remove(f.readyFile)
-	}
 	// The namespaces' rulesets, so that findings name their rules.
 	rules, firstRulesets, err := rulewatch.Start(targets, func(err error) { log.Warn().Err(err).Msg("rules of a namespace not named") })
 	var ruleChanges <-chan ruleset.Snapshot
@@ -239,6 +233,17 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		rulesets: &rulesets, ruleChanges: ruleChanges})}
 	for _, s := range firstRulesets {
 		run.p.addRuleset(s)
+	}
+	// Signals are taken before anyone is told nettrace is ready: an
+	// interrupt from then on stops it cleanly.
+	run.sig = make(chan os.Signal, 1)
+	signal.Notify(run.sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(run.sig)
+	if f.readyFile != "" {
+		if err := os.WriteFile(f.readyFile, []byte("ready\n"), 0o644); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+		defer os.Remove(f.readyFile)
 	}
 	if !explicitNetns {
 		run.rescan = func() {
@@ -319,14 +324,12 @@ type watchRun struct {
 	rescan    func()
 	log       zerolog.Logger
 	p         *pipeline
+	sig       chan os.Signal // SIGINT and SIGTERM
 }
 
 const tick = 100 * time.Millisecond
 
 func (r *watchRun) loop() error {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	var deadline time.Time
 	if r.f.duration > 0 {
 		deadline = time.Now().Add(r.f.duration)
@@ -338,7 +341,7 @@ func (r *watchRun) loop() error {
 	for {
 		if !stopping {
 			select {
-			case s := <-sig:
+			case s := <-r.sig:
 				r.log.Info().Str("signal", s.String()).Msg("stopping")
 				stopping = true
 			default:

@@ -69,7 +69,7 @@ func TestFindingsNameTheirRule(t *testing.T) {
 		},
 		{
 			"hairpin: the load balancer's DNAT", replyBypassedNAT, fixture.Hairpin(false), n1("hairpin-n1"),
-			`DNATed in n1 PREROUTING by nat KUBE-SEP-K64J3NQ7WOFVDNR4 rule 2 (DNAT, "default/ingress") decided and not SNATed`,
+			`, which reset it; the DNAT: nat KUBE-SEP-K64J3NQ7WOFVDNR4 rule 2 (DNAT, "default/ingress").`,
 			[]string{`decided: -A KUBE-SEP-K64J3NQ7WOFVDNR4 -p tcp -m comment --comment "default/ingress" -m tcp -j DNAT --to-destination 10.244.1.20:443`},
 		},
 		{

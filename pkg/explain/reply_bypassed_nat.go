@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -50,12 +51,8 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		}
 		fd.Evidence = append(fd.Evidence, evidence(n, atClient, "reply from %s reached %s without crossing %s's conntrack entry",
 			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))
-		by := ""
-		if c := ruleClause(fd.Rules); c != "" {
-			by = " by " + c
-		}
-		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s%s %s the reply went straight to the client (%s) without crossing that conntrack entry",
-			dst(d.Tuple), cl, dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by, how, n.NetnsName(clientNetns))
+		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s %s the reply went straight to the client (%s) without crossing that conntrack entry",
+			dst(d.Tuple), cl, dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
 		// The reset shows as the tcp point's reset (where the kernel traces
 		// resets sent without a socket) or as the reset packet leaving.
 		if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {
@@ -64,6 +61,9 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		}); rst != nil {
 			summary += ", which reset it"
 			fd.Evidence = append(fd.Evidence, evidence(n, rst, "%s answered the unexpected reply with a reset", n.NetnsName(clientNetns)))
+		}
+		if c := ruleClause(fd.Rules); c != "" {
+			summary += "; the DNAT: " + strings.TrimSuffix(c, " decided")
 		}
 		fd.Summary = summary + "."
 		return fd

@@ -1,0 +1,139 @@
+package test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	ntrace "github.com/nettrace-dev/nettrace/pkg/trace"
+)
+
+// namedRule requires a finding to name, in a role, the rule of a
+// namespace's live ruleset whose iptables-save line contains want: the
+// same text, chain and position as iptables-save prints it now.
+func namedRule(t *testing.T, x output.JSONExplanation, ns, role, want string) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "iptables-save").Output()
+	if err != nil {
+		t.Fatalf("iptables-save in %s: %v", ns, err)
+	}
+	var line, chain string
+	pos := 0
+	counts := map[string]int{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "*") {
+			clear(counts)
+		}
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "-A" {
+			continue
+		}
+		counts[f[1]]++
+		if strings.Contains(l, want) {
+			if line != "" {
+				t.Fatalf("%q is in two rules of %s:\n%s\n%s", want, ns, line, l)
+			}
+			line, chain, pos = l, f[1], counts[f[1]]
+		}
+	}
+	if line == "" {
+		t.Fatalf("no rule of %s contains %q:\n%s", ns, want, out)
+	}
+	for _, r := range x.NetfilterRules {
+		if r.Role != role {
+			continue
+		}
+		if r.Text != line || r.Chain != chain || r.Position != pos || r.Source != "ruleset" || r.Netns != ns {
+			t.Errorf("%s rule named: %s %s %d %q (%s), iptables-save: %s %d %q", role, r.Netns, r.Chain, r.Position, r.Text, r.Source, chain, pos, line)
+		}
+		return
+	}
+	t.Errorf("%s: no %s rule named; named: %+v", x.Rule, role, x.NetfilterRules)
+}
+
+// waitForRuleset waits until a recording being written holds a ruleset of
+// a namespace containing text: nettrace has read the ruleset since it
+// changed.
+func waitForRuleset(t *testing.T, recording string, ino uint32, text string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := ntrace.Open(recording); err == nil {
+			for {
+				err := r.Next(new(event.Event))
+				if err != nil {
+					break
+				}
+			}
+			rs := r.Rulesets.At(ino, ^uint64(0))
+			r.Close()
+			if rs != nil {
+				for _, rule := range rs.Rules("filter") {
+					if strings.Contains(rule.Text, text) {
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the recording has no ruleset of namespace %d with %q after 10 s", ino, text)
+}
+
+// A DROP rule is named by the dropped-by-netfilter finding as
+// iptables-save prints it; a rule inserted during the run is named for the
+// packets it drops from then on, while the packets dropped before are
+// still named by the rule as it stood (its position then); replay names
+// the same rules.
+func TestDropRuleNamedAndFollowed(t *testing.T) {
+	a, b := newNetns(t, "a"), newNetns(t, "b")
+	veth(t, a, "a0", "10.98.3.1/24", b, "b0", "10.98.3.2/24")
+	script(t, `ip netns exec `+b+` iptables -A INPUT -p tcp --dport 9001 -m comment --comment first -j DROP`)
+	recording := filepath.Join(t.TempDir(), "rules.ntrace")
+	w := startWatch(t, "-w", recording, "--netns", a, "--netns", b, "host 10.98.3.2")
+	if err := dial(t, a, "", "10.98.3.2:9001", 500*time.Millisecond); err == nil {
+		t.Fatal("connected through the DROP rule")
+	}
+	script(t, `ip netns exec `+b+` iptables -I INPUT -p tcp --dport 9003 -m comment --comment added -j DROP`)
+	waitForRuleset(t, recording, netnsInode(t, b), "--dport 9003")
+	if err := dial(t, a, "", "10.98.3.2:9003", 500*time.Millisecond); err == nil {
+		t.Fatal("connected through the added DROP rule")
+	}
+	tr := w.stop(t)
+	var seen []string
+	for _, x := range tr.explanations {
+		if x.Rule != "dropped-by-netfilter" {
+			continue
+		}
+		switch {
+		case strings.Contains(x.Summary, ":9001"):
+			// Position 1 when it dropped; 2 in today's ruleset.
+			if len(x.NetfilterRules) != 1 || x.NetfilterRules[0].Position != 1 || x.NetfilterRules[0].Comment != "first" {
+				t.Errorf("9001: %+v", x.NetfilterRules)
+			}
+			seen = append(seen, "9001")
+		case strings.Contains(x.Summary, ":9003"):
+			namedRule(t, x, b, "decided", "--dport 9003")
+			seen = append(seen, "9003")
+		}
+	}
+	if strings.Join(seen, " ") != "9001 9003" && strings.Join(seen, " ") != "9003 9001" {
+		t.Fatalf("dropped-by-netfilter findings for %v, want 9001 and 9003:\n%+v", seen, tr.explanations)
+	}
+	requireSameReplay(t, recording, tr)
+}
+
+// netnsInode is a named namespace's inode, as events carry it.
+func netnsInode(t *testing.T, name string) uint32 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat("/run/netns/"+name, &st); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(st.Ino)
+}
