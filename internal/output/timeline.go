@@ -132,6 +132,9 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 				b = append(b, tl.what[k]...)
 			}
 			b = append(b, '\n')
+			if fd != nil {
+				b = appendRules(b, fd.Rules, e)
+			}
 		}
 		b = append(append(append(b, "    => "...), end...), '\n')
 	}
@@ -149,6 +152,20 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 		}
 	}
 	return append(b, '\n')
+}
+
+// stepIndent puts a line under a step's "what" column.
+const stepIndent = "                                                             "
+
+// appendRules appends, under a step, the netfilter rules a finding names
+// for it.
+func appendRules(b []byte, rules []explain.NetfilterRule, e *event.Event) []byte {
+	for _, r := range rules {
+		if r.At == e.Time && r.Netns == e.Netns {
+			b = append(append(append(b, stepIndent...), r.Step()...), '\n')
+		}
+	}
+	return b
 }
 
 // describe decides which steps of a packet the timeline shows, and how

@@ -39,6 +39,9 @@ type NetfilterRule struct {
 	// Assumed are the matches the packet's tuple could not settle (a mark,
 	// conntrack state, a random choice), taken as the outcome needs them.
 	Assumed []string
+	// At is the kernel time of the event whose outcome the rule is named
+	// for: the step a timeline shows it on.
+	At uint64
 }
 
 // Roles of a named rule.
@@ -65,38 +68,22 @@ func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
 	return nil
 }
 
-// hookPacket is what a hook saw of the packet at a nat or drop event:
-// the device is the input one before routing, the output one after.
-func hookPacket(e *event.Event, t event.Tuple, hook event.Hook) ruleset.Packet {
-	p := ruleset.Packet{Src: t.Src, Dst: t.Dst, Proto: t.Proto, Sport: t.Sport, Dport: t.Dport}
-	switch hook {
-	case event.HookPrerouting, event.HookInput:
-		p.In = e.Ifname.String()
-	case event.HookPostrouting:
-		p.Out = e.Ifname.String()
-	}
-	return p
-}
-
 // natRules names the rules behind a nat event: the rule that decided
 // what the hook did, and what it kept the packet from or, for a DNAT,
 // another rule that would have chosen elsewhere.
 func natRules(n Names, e *event.Event) []NetfilterRule {
 	rs := rulesetAt(n, e)
-	if rs == nil || e.Flags&event.FlagPre == 0 {
-		return nil
-	}
-	pre, post := hookPacket(e, e.NAT.Pre, e.Hook), hookPacket(e, e.Tuple, e.Hook)
-	a := rs.NAT(e.Hook.String(), pre, post)
+	a := rs.NATOf(e)
 	if a == nil {
 		return nil
 	}
-	out := []NetfilterRule{named(rs, e.Netns, a, a.Rule, RoleDecided)}
+	pre := ruleset.HookPacket(e, e.NAT.Pre)
+	out := []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided)}
 	if a.Skipped != nil {
-		out = append(out, named(rs, e.Netns, a, a.Skipped, RoleSkipped))
+		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped))
 	}
 	if o := rs.Other(a, pre); o != nil && a.Rule.Target == "DNAT" {
-		out = append(out, named(rs, e.Netns, o, o.Rule, RoleOther))
+		out = append(out, named(rs, e, o, o.Rule, RoleOther))
 	}
 	return out
 }
@@ -108,17 +95,18 @@ func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	if rs == nil {
 		return nil
 	}
-	t := packetTuple(e)
 	for _, hook := range hooks {
-		if a := rs.Drop(hook.String(), hookPacket(e, t, hook)); a != nil {
-			return []NetfilterRule{named(rs, e.Netns, a, a.Rule, RoleDecided)}
+		at := *e
+		at.Hook = hook
+		if a := rs.Drop(hook.String(), ruleset.HookPacket(&at, packetTuple(e))); a != nil {
+			return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided)}
 		}
 	}
 	return nil
 }
 
-func named(rs *ruleset.Ruleset, netns uint32, a *ruleset.Attribution, r *ruleset.Rule, role string) NetfilterRule {
-	nr := NetfilterRule{Netns: netns, Hook: a.Hook, Table: a.Table, Chain: a.Hook, Role: role, Source: SourceRuleset}
+func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *ruleset.Rule, role string) NetfilterRule {
+	nr := NetfilterRule{Netns: e.Netns, Hook: a.Hook, Table: a.Table, Chain: a.Hook, Role: role, Source: SourceRuleset, At: e.Time}
 	if r == nil {
 		nr.Verdict = rs.Tables[a.Table].Chains[a.Hook].Policy
 		return nr
@@ -153,6 +141,17 @@ func (r NetfilterRule) String() string {
 		s += fmt.Sprintf(", %q", r.Comment)
 	}
 	return s + ")"
+}
+
+// Step says what the rule did, for the timeline step it is named on.
+func (r NetfilterRule) Step() string {
+	switch r.Role {
+	case RoleSkipped:
+		return "not reached: " + r.String()
+	case RoleOther:
+		return "also matching: " + r.String() + " -> " + r.target()
+	}
+	return "rule: " + r.String()
 }
 
 // ruleClause says in a few words which rule decided and what it kept the

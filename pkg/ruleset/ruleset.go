@@ -7,8 +7,8 @@
 // Matches it cannot evaluate (marks, conntrack state, statistic) are
 // resolved by the outcome, and the attribution says so.
 //
-// The package depends on nothing else of nettrace: recordings carry
-// rulesets as text, and replay attributes on any machine.
+// It depends on nettrace's event model only: recordings carry rulesets as
+// text, and replay attributes on any machine.
 package ruleset
 
 import (

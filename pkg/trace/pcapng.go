@@ -11,6 +11,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // exporter writes the packets of a stream as pcapng: one interface per
@@ -107,6 +108,15 @@ func tuple(t event.Tuple) string {
 	return fmt.Sprintf("%s %s:%d -> %s:%d", event.ProtoName(t.Proto), t.Src, t.Sport, t.Dst, t.Dport)
 }
 
+// ruleComment names the rule that decided a hook's outcome (nil: the
+// chain's policy), from the recording's ruleset.
+func ruleComment(a *ruleset.Attribution, r *ruleset.Rule) string {
+	if r == nil {
+		return fmt.Sprintf("%s %s policy", a.Table, a.Hook)
+	}
+	return fmt.Sprintf("%s %s rule %d: %s", r.Table, r.Chain, r.Position, r.Text)
+}
+
 func (x *exporter) comments(e *event.Event) []string {
 	c := []string{"point: " + e.Point.String(), "kind: " + e.Kind.String(), "netns: " + x.s.NetnsName(e.Netns)}
 	if e.Hook != event.HookNone {
@@ -118,6 +128,12 @@ func (x *exporter) comments(e *event.Event) []string {
 	}
 	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
 		c = append(c, "nat_before: "+tuple(e.NAT.Pre), "nat_after: "+tuple(e.Tuple))
+		if a := x.s.Ruleset(e.Netns, e.Time).NATOf(e); a != nil {
+			c = append(c, "netfilter_rule: "+ruleComment(a, a.Rule))
+			if a.Skipped != nil {
+				c = append(c, "netfilter_rule_not_reached: "+ruleComment(a, a.Skipped))
+			}
+		}
 	}
 	if e.HasCT() {
 		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))

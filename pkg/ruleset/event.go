@@ -1,0 +1,29 @@
+package ruleset
+
+import "github.com/nettrace-dev/nettrace/pkg/event"
+
+// HookPacket is what a hook saw of the packet of an event, with tuple t
+// (the event's own, or before its NAT): the device is the input one up to
+// routing, the output one after.
+func HookPacket(e *event.Event, t event.Tuple) Packet {
+	p := Packet{Src: t.Src, Dst: t.Dst, Proto: t.Proto, Sport: t.Sport, Dport: t.Dport}
+	switch e.Hook {
+	case event.HookPrerouting, event.HookInput:
+		p.In = e.Ifname.String()
+	case event.HookPostrouting:
+		p.Out = e.Ifname.String()
+	}
+	return p
+}
+
+// NATOf attributes a nat event (with the tuple before its NAT) to its
+// rule; nil when the event or the ruleset cannot say. Only a connection's
+// first packet crosses the nat table: conntrack translates the others
+// (replies, retransmits) by the entry alone, which is confirmed by then.
+func (rs *Ruleset) NATOf(e *event.Event) *Attribution {
+	if rs == nil || e.Point != event.PointNAT || e.Flags&event.FlagPre == 0 || !e.HasCT() ||
+		e.CT.IsReply() || e.CT.Status&event.CTConfirmed != 0 {
+		return nil
+	}
+	return rs.NAT(e.Hook.String(), HookPacket(e, e.NAT.Pre), HookPacket(e, e.Tuple))
+}
