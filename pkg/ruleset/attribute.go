@@ -249,36 +249,43 @@ const (
 // there yields what was observed. stack is never modified: backtracking
 // returns to it.
 func (w *walker) run(stack []frame) (verdict, bool) {
-	if w.budget--; w.budget < 0 || len(stack) > maxDepth {
+	if len(stack) > maxDepth {
 		return verdict{}, false
 	}
 	top := stack[len(stack)-1]
-	if top.next >= len(top.chain.Rules) {
-		return w.leave(stack, nil)
-	}
-	r := top.chain.Rules[top.next]
-	after := append(append([]frame(nil), stack[:len(stack)-1]...), frame{top.chain, top.next + 1, top.via})
-	s := w.settle(r)
-	if s != no {
-		mark := len(w.assumed)
-		if s == unsure {
-			w.assumed = append(w.assumed, Assumption{Rule: r, Matched: true})
-		}
-		if v, ok := w.take(r, after); ok {
-			return v, true
-		}
-		w.assumed = w.assumed[:mark]
-		if s == yes {
+	i, s := top.next, no
+	// Rules that cannot match are passed in place: most of a chain like
+	// KUBE-SERVICES, whose rules name one Service each.
+	for ; i < len(top.chain.Rules); i++ {
+		if w.budget--; w.budget < 0 {
 			return verdict{}, false
 		}
-		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: false})
-		v, ok := w.run(after)
-		if !ok {
-			w.assumed = w.assumed[:mark]
+		if s = w.settle(top.chain.Rules[i]); s != no {
+			break
 		}
-		return v, ok
 	}
-	return w.run(after)
+	if i >= len(top.chain.Rules) {
+		return w.leave(stack, nil)
+	}
+	r := top.chain.Rules[i]
+	after := append(append([]frame(nil), stack[:len(stack)-1]...), frame{top.chain, i + 1, top.via})
+	mark := len(w.assumed)
+	if s == unsure {
+		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: true})
+	}
+	if v, ok := w.take(r, after); ok {
+		return v, true
+	}
+	w.assumed = w.assumed[:mark]
+	if s == yes {
+		return verdict{}, false
+	}
+	w.assumed = append(w.assumed, Assumption{Rule: r, Matched: false})
+	v, ok := w.run(after)
+	if !ok {
+		w.assumed = w.assumed[:mark]
+	}
+	return v, ok
 }
 
 // take applies a matching rule's target; after is the evaluation state

@@ -232,3 +232,30 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: any text parses or fails cleanly, and attribution over what
+// parses ends, whatever the chains (loops, gotos, missing chains).
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"snat-missing-n1", "stale-hostport-n1", "hairpin-n1"} {
+		b, err := os.ReadFile("testdata/" + name + ".rules")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add("*nat\n:PREROUTING ACCEPT [0:0]\n:A - [0:0]\n-A PREROUTING -j A\n-A A -g PREROUTING\nCOMMIT\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		rs, err := Parse(text)
+		if err != nil {
+			return
+		}
+		pre := pkt("172.20.0.254:41000", "172.20.0.1:8443", "eth0", "")
+		post := pkt("172.20.0.254:41000", "10.244.1.36:443", "eth0", "")
+		for _, hook := range []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"} {
+			if a := rs.NAT(hook, pre, post); a != nil {
+				rs.Other(a, pre)
+			}
+			rs.Drop(hook, pre)
+		}
+	})
+}
