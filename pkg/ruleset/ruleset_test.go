@@ -84,6 +84,13 @@ func TestNAT(t *testing.T) {
 			rule: "KUBE-SEP-SLU7GZY5SPD3QPRN 02", via: "OUTPUT 01 > KUBE-SERVICES 02 > KUBE-SVC-JNPFP5XLF5BLSA43 01",
 		},
 		{
+			name: "a Service's random choice, resolved by the endpoint the kernel chose", rules: "service-paths-healthy-n1",
+			hook: "OUTPUT",
+			pre:  pkt("172.20.0.1:40000", "10.96.0.20:80", "", ""), post: pkt("172.20.0.1:40000", "10.244.2.10:8080", "", ""),
+			rule: "KUBE-SEP-XZ4UAKWMPUHAATXW 02", via: "OUTPUT 01 > KUBE-SERVICES 02 > KUBE-SVC-KBG327VJT2AS74PP 03",
+			assumed: 1, // the 50% statistic rule toward the other endpoint did not match
+		},
+		{
 			name: "stale hostPort: the first CNI-DN chain DNATs to the dead pod", rules: "stale-hostport-n1",
 			hook: "PREROUTING",
 			pre:  pkt("172.20.0.254:41000", "172.20.0.1:8443", "eth0", ""), post: pkt("172.20.0.254:41000", "10.244.1.36:8443", "eth0", ""),
