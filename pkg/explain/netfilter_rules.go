@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
@@ -68,16 +69,18 @@ func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
 	return nil
 }
 
-// natRules names the rules behind a nat event: the rule that decided
-// what the hook did, and what it kept the packet from or, for a DNAT,
-// another rule that would have chosen elsewhere.
-func natRules(n Names, e *event.Event) []NetfilterRule {
+// natRules names the rules behind a nat event of packet p: the rule that
+// decided what the hook did, and what it kept the packet from or, for a
+// DNAT, another rule that would have chosen elsewhere.
+func natRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
 	rs := rulesetAt(n, e)
-	a := rs.NATOf(e)
+	mark := markBefore(rs, p, e)
+	a := rs.NATOf(e, mark)
 	if a == nil {
 		return nil
 	}
 	pre := ruleset.HookPacket(e, e.NAT.Pre)
+	pre.Mark = mark
 	out := []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided)}
 	if a.Skipped != nil {
 		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped))
@@ -86,6 +89,25 @@ func natRules(n Names, e *event.Event) []NetfilterRule {
 		out = append(out, named(rs, e, o, o.Rule, RoleOther))
 	}
 	return out
+}
+
+// markBefore is what the nat hooks a packet crossed before e in e's
+// namespace set of its mark (KUBE-MARK-MASQ at PREROUTING or OUTPUT, for
+// KUBE-POSTROUTING to match).
+func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mark {
+	var mark ruleset.Mark
+	for i := range p.Events {
+		b := &p.Events[i]
+		if b == e || b.Time > e.Time {
+			break
+		}
+		if b.Point == event.PointNAT && b.Netns == e.Netns && b.Hook != e.Hook {
+			if a := rs.NATOf(b, mark); a != nil {
+				mark = a.Mark
+			}
+		}
+	}
+	return mark
 }
 
 // dropRules names the rule that dropped a packet, at the first of the

@@ -12,7 +12,7 @@ import (
 // address, because it never crossed the conntrack entry of the NAT that
 // translated the request (hairpin, asymmetric path).
 func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
-	_, d := dnat(f)
+	dp, d := dnat(f)
 	if d == nil || !d.HasCT() {
 		return nil
 	}
@@ -40,7 +40,7 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		if atClient == nil || crossedNAT {
 			continue
 		}
-		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, d)}
+		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d)}
 		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
 		how := "and not SNATed"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {

@@ -6,12 +6,23 @@ import (
 	"strings"
 )
 
-// Packet is what a hook saw of a packet: its tuple and devices.
+// Packet is what a hook saw of a packet: its tuple, devices and what is
+// known of its mark.
 type Packet struct {
 	Src, Dst     netip.Addr
 	Proto        uint8
 	Sport, Dport uint16
 	In, Out      string // devices; "" when not known
+	Mark         Mark
+}
+
+// Mark is what is known of a packet's mark: the bits of Known, valued as
+// in Value. Rules set bits (kube-proxy's KUBE-MARK-MASQ, CNI's
+// CNI-HOSTPORT-SETMARK) that later hooks match.
+type Mark struct{ Value, Known uint32 }
+
+func (m Mark) apply(op *markOp) Mark {
+	return Mark{Value: (m.Value &^ op.mask) ^ op.value, Known: m.Known | op.mask}
 }
 
 // Attribution is the rule that decided what a hook did to a packet, and
@@ -32,6 +43,9 @@ type Attribution struct {
 	// it would have reached had Rule not ended the chain: what a RETURN
 	// kept it from.
 	Skipped *Rule
+	// Mark is what is known of the packet's mark as the hook decided: the
+	// packet carries it to the next hook.
+	Mark Mark
 }
 
 // Assumption is a rule taken as matching (or not) on the outcome's word.
@@ -89,12 +103,12 @@ func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bo
 	if t == nil || t.Chains[hook] == nil {
 		return nil
 	}
-	w := &walker{table: t, p: p, want: want, never: never, budget: maxSteps}
+	w := &walker{table: t, p: p, mark: p.Mark, want: want, never: never, budget: maxSteps}
 	v, ok := w.run([]frame{{chain: t.Chains[hook]}})
 	if !ok {
 		return nil
 	}
-	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via}
+	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via, Mark: w.mark}
 	for _, as := range w.assumed {
 		if !as.Matched || decisive(as.Rule, v) {
 			a.Assumed = append(a.Assumed, as)
@@ -226,6 +240,7 @@ type walker struct {
 	want    func(verdict) bool
 	never   []*Rule // taken as not matching (to find what a rule kept the packet from)
 	assumed []Assumption
+	mark    Mark // as the path being tried left it
 	budget  int
 }
 
@@ -269,21 +284,21 @@ func (w *walker) run(stack []frame) (verdict, bool) {
 	}
 	r := top.chain.Rules[i]
 	after := append(append([]frame(nil), stack[:len(stack)-1]...), frame{top.chain, i + 1, top.via})
-	mark := len(w.assumed)
+	assumed, mark := len(w.assumed), w.mark
 	if s == unsure {
 		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: true})
 	}
 	if v, ok := w.take(r, after); ok {
 		return v, true
 	}
-	w.assumed = w.assumed[:mark]
+	w.assumed, w.mark = w.assumed[:assumed], mark
 	if s == yes {
 		return verdict{}, false
 	}
 	w.assumed = append(w.assumed, Assumption{Rule: r, Matched: false})
 	v, ok := w.run(after)
 	if !ok {
-		w.assumed = w.assumed[:mark]
+		w.assumed = w.assumed[:assumed]
 	}
 	return v, ok
 }
@@ -307,6 +322,9 @@ func (w *walker) take(r *Rule, after []frame) (verdict, bool) {
 			return w.run(append(append([]frame(nil), after[:len(after)-1]...), callee))
 		}
 		return w.run(append(append([]frame(nil), after...), callee))
+	}
+	if r.setMark != nil {
+		w.mark = w.mark.apply(r.setMark)
 	}
 	return w.run(after) // MARK, LOG, a counter: evaluation goes on
 }
@@ -379,6 +397,11 @@ func (w *walker) match(m match) settled {
 		} else {
 			hit = dev == m.iface
 		}
+	case matchMark:
+		if m.mask&^w.mark.Known != 0 {
+			return unsure // bits no rule on the path set, and the kernel did not say
+		}
+		hit = w.mark.Value&m.mask == m.value
 	case matchSport, matchDport:
 		port := p.Dport
 		if m.kind == matchSport {

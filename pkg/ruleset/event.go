@@ -17,13 +17,16 @@ func HookPacket(e *event.Event, t event.Tuple) Packet {
 }
 
 // NATOf attributes a nat event (with the tuple before its NAT) to its
-// rule; nil when the event or the ruleset cannot say. Only a connection's
-// first packet crosses the nat table: conntrack translates the others
-// (replies, retransmits) by the entry alone, which is confirmed by then.
-func (rs *Ruleset) NATOf(e *event.Event) *Attribution {
+// rule, the packet's mark being known as mark (what the hooks before set);
+// nil when the event or the ruleset cannot say. Only a connection's first
+// packet crosses the nat table: conntrack translates the others (replies,
+// retransmits) by the entry alone, which is confirmed by then.
+func (rs *Ruleset) NATOf(e *event.Event, mark Mark) *Attribution {
 	if rs == nil || e.Point != event.PointNAT || e.Flags&event.FlagPre == 0 || !e.HasCT() ||
 		e.CT.IsReply() || e.CT.Status&event.CTConfirmed != 0 {
 		return nil
 	}
-	return rs.NAT(e.Hook.String(), HookPacket(e, e.NAT.Pre), HookPacket(e, e.Tuple))
+	pre, post := HookPacket(e, e.NAT.Pre), HookPacket(e, e.Tuple)
+	pre.Mark, post.Mark = mark, mark
+	return rs.NAT(e.Hook.String(), pre, post)
 }

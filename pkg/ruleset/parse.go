@@ -17,6 +17,7 @@ const (
 	matchOut
 	matchSport
 	matchDport
+	matchMark
 	// matchOpaque is a match the packet's tuple cannot settle: a mark,
 	// conntrack state, address type, a random choice.
 	matchOpaque
@@ -30,6 +31,8 @@ type match struct {
 	proto  uint8
 	iface  string
 	ports  []portRange
+	value  uint32 // mark: (packet mark & mask) == value
+	mask   uint32
 	text   string // as written, for an opaque match
 }
 
@@ -109,13 +112,20 @@ func parseRule(table, line string) (*Rule, error) {
 			case "--to-source":
 				r.ToSource = v
 				i++
+			case "--set-xmark":
+				value, mask, err := parseMark(v)
+				if err != nil {
+					return nil, fmt.Errorf("--set-xmark %s: %w", v, err)
+				}
+				r.setMark = &markOp{value: value, mask: mask}
+				i++
 			}
 			continue
 		case w == "-m":
 			module, opaque = v, -1
 			i++
 			switch v {
-			case "comment", "tcp", "udp", "multiport":
+			case "comment", "tcp", "udp", "multiport", "mark":
 			default:
 				m.kind, m.text = matchOpaque, "-m "+v
 				r.matches = append(r.matches, m)
@@ -148,6 +158,13 @@ func parseRule(table, line string) (*Rule, error) {
 			if w == "-o" || w == "--out-interface" {
 				m.kind = matchOut
 			}
+			i++
+		case module == "mark" && w == "--mark":
+			value, mask, err := parseMark(v)
+			if err != nil {
+				return nil, fmt.Errorf("--mark %s: %w", v, err)
+			}
+			m.kind, m.value, m.mask = matchMark, value, mask
 			i++
 		case module == "comment" && w == "--comment":
 			r.Comment = v
@@ -220,6 +237,22 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	return p.Masked(), nil
+}
+
+// parseMark reads "value[/mask]" (the mask defaults to every bit).
+func parseMark(s string) (value, mask uint32, err error) {
+	v, m, hasMask := strings.Cut(s, "/")
+	x, err := strconv.ParseUint(v, 0, 32)
+	if err != nil {
+		return 0, 0, err
+	}
+	y := uint64(0xffffffff)
+	if hasMask {
+		if y, err = strconv.ParseUint(m, 0, 32); err != nil {
+			return 0, 0, err
+		}
+	}
+	return uint32(x), uint32(y), nil
 }
 
 func parsePorts(s string) ([]portRange, error) {

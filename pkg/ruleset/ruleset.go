@@ -52,7 +52,11 @@ type Rule struct {
 	// ToDestination and ToSource are DNAT's and SNAT's arguments.
 	ToDestination, ToSource string
 	matches                 []match
+	setMark                 *markOp // MARK --set-xmark
 }
+
+// markOp is MARK --set-xmark value/mask: mark = (mark &^ mask) ^ value.
+type markOp struct{ value, mask uint32 }
 
 func (r *Rule) String() string {
 	return fmt.Sprintf("%s %s rule %d: %s", r.Table, r.Chain, r.Position, r.Text)

@@ -266,3 +266,29 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestMarkCarriedBetweenHooks: KUBE-MARK-MASQ, set on the way to the
+// Service's DNAT at OUTPUT, decides KUBE-POSTROUTING's MASQUERADE at
+// POSTROUTING: no assumption left about the mark.
+func TestMarkCarriedBetweenHooks(t *testing.T) {
+	rs := load(t, "service-paths-healthy-n1")
+	pre := pkt("172.20.0.1:40000", "10.96.0.20:80", "", "")
+	dnat := rs.NAT("OUTPUT", pre, pkt("172.20.0.1:40000", "10.244.2.10:8080", "", ""))
+	if dnat == nil || dnat.Mark != (Mark{Value: 0x4000, Known: 0x4000}) {
+		t.Fatalf("after OUTPUT: %+v", dnat)
+	}
+	at := pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1")
+	at.Mark = dnat.Mark
+	masq := at
+	masq.Src = netip.MustParseAddr("10.244.1.0")
+	a := rs.NAT("POSTROUTING", at, masq)
+	if a == nil || ref(a.Rule) != "KUBE-POSTROUTING 03" || len(a.Assumed) != 0 {
+		t.Fatalf("POSTROUTING with the mark: %+v", a)
+	}
+	// Without it, the mark is an assumption: the first MASQUERADE that
+	// fits is flannel's.
+	at.Mark, masq.Mark = Mark{}, Mark{}
+	if a := rs.NAT("POSTROUTING", at, masq); a == nil || len(a.Assumed) == 0 {
+		t.Fatalf("POSTROUTING without the mark: %+v", a)
+	}
+}

@@ -128,7 +128,7 @@ func (x *exporter) comments(e *event.Event) []string {
 	}
 	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
 		c = append(c, "nat_before: "+tuple(e.NAT.Pre), "nat_after: "+tuple(e.Tuple))
-		if a := x.s.Ruleset(e.Netns, e.Time).NATOf(e); a != nil {
+		if a := x.s.Ruleset(e.Netns, e.Time).NATOf(e, ruleset.Mark{}); a != nil {
 			c = append(c, "netfilter_rule: "+ruleComment(a, a.Rule))
 			if a.Skipped != nil {
 				c = append(c, "netfilter_rule_not_reached: "+ruleComment(a, a.Skipped))
