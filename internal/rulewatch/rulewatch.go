@@ -128,13 +128,14 @@ func (w *Watcher) Close() {
 	w.wg.Wait()
 }
 
-// read runs iptables-save in a namespace.
+// read runs iptables-save in a namespace: started from a thread inside it,
+// the process is born there.
 func read(t netns.Target) (ruleset.Snapshot, error) {
 	at := kernel.MonotonicNow()
 	var out, stderr bytes.Buffer
-	cmd := exec.Command("nsenter", "--net="+t.Path, "iptables-save")
+	cmd := exec.Command("iptables-save")
 	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := netns.Do(t.Path, cmd.Run); err != nil {
 		return ruleset.Snapshot{}, fmt.Errorf("read the ruleset of %s: %w: %s", t.Name, err, strings.TrimSpace(stderr.String()))
 	}
 	return ruleset.NewSnapshot(t.Inode, at, normalize(out.String())), nil

@@ -1,6 +1,15 @@
 package rulewatch
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+)
 
 func TestNormalizeDropsDates(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -13,5 +22,45 @@ func TestNormalizeDropsDates(t *testing.T) {
 		if got := normalize(tc.in); got != tc.want {
 			t.Errorf("normalize(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestReadAndFollow reads a real namespace's ruleset from inside it, and
+// delivers it again when a rule is added.
+func TestReadAndFollow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	name := fmt.Sprintf("nt-rulewatch-%d", os.Getpid())
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	run("ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.9.0.0/16", "-j", "RETURN")
+	targets, err := netns.Resolve([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := make(chan error, 16)
+	w, first, err := Start(targets, func(err error) { reported <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if len(first) != 1 || first[0].Ruleset == nil || len(first[0].Ruleset.Rules("nat")) != 1 || first[0].Netns != targets[0].Inode {
+		t.Fatalf("first read: %+v (reported %d errors)", first, len(reported))
+	}
+	run("ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.8.0.0/16", "-j", "MASQUERADE")
+	select {
+	case s := <-w.Changes():
+		if s.Ruleset == nil || len(s.Ruleset.Rules("nat")) != 2 || !strings.Contains(s.Text, "-d 10.8.0.0/16 -j MASQUERADE") {
+			t.Fatalf("after the change: %q", s.Text)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no change delivered in 10 s (reported %d errors)", len(reported))
 	}
 }
