@@ -87,15 +87,19 @@ func (rs *Ruleset) Other(a *Attribution, pre Packet) *Attribution {
 	}, skip, a.Rule)
 }
 
-// Drop attributes a drop at a hook to the filter, mangle or raw table's
-// rule that dropped the packet. nil when none of them can have.
+// Drop attributes a drop at a hook to the rule that dropped the packet:
+// of the tables that can have dropped it, the one that needs the fewest
+// assumptions, the first in the kernel's order at the hook among equals.
+// nil when none can have.
 func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
-	for _, table := range []string{"filter", "mangle", "raw", "security"} {
-		if a := rs.attribute(table, hook, p, func(v verdict) bool { return v.kind == verdictDrop }); a != nil {
-			return a
+	var best *Attribution
+	for _, table := range []string{"raw", "mangle", "filter", "security"} {
+		a := rs.attribute(table, hook, p, func(v verdict) bool { return v.kind == verdictDrop })
+		if a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {
+			best = a
 		}
 	}
-	return nil
+	return best
 }
 
 func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, never ...*Rule) *Attribution {

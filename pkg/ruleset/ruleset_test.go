@@ -174,7 +174,11 @@ func TestOther(t *testing.T) {
 }
 
 func TestDrop(t *testing.T) {
-	rs, err := Parse(`*filter
+	rs, err := Parse(`*mangle
+:INPUT ACCEPT [0:0]
+-A INPUT -m mark --mark 0x1 -j DROP
+COMMIT
+*filter
 :INPUT ACCEPT [0:0]
 :FORWARD DROP [0:0]
 :OUTPUT ACCEPT [0:0]
@@ -195,10 +199,11 @@ COMMIT
 		rule       string
 		comment    string
 	}{
-		{"the policy's DROP", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:8080", "cni0", ""), "KUBE-NWPLCY 01", "default/deny-web"},
-		{"an opaque match resolved by the drop", "INPUT", pkt("10.244.2.10:40000", "10.244.1.1:8080", "cni0", ""), "KUBE-NWPLCY 02", ""},
+		{"the policy's DROP, not an earlier table's DROP on a mark not seen", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:8080", "cni0", ""), "KUBE-NWPLCY 01", "default/deny-web"},
+		{"an opaque match resolved by the drop: the first table's", "INPUT", pkt("10.244.2.10:40000", "10.244.1.1:8080", "cni0", ""), "INPUT 01", ""},
 		{"the chain's DROP policy", "FORWARD", pkt("10.244.1.10:40000", "10.244.2.10:80", "cni0", "flannel.1"), "policy", ""},
-		{"accepted, not dropped", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:22", "cni0", ""), "", ""},
+		{"accepted by filter: only the mark rule can have dropped it", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:22", "cni0", ""), "INPUT 01", ""},
+		{"no rule drops it", "OUTPUT", pkt("10.244.1.1:22", "10.244.1.10:40000", "", "cni0"), "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := rs.Drop(tc.hook, tc.p)
