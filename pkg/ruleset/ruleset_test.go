@@ -53,6 +53,26 @@ func refs(rs []*Rule) string {
 	return strings.Join(out, " > ")
 }
 
+// attributedTo requires a to name the rule want ("chain position" or
+// "policy"), or nothing when want is empty; false when nothing more is to
+// be checked.
+func attributedTo(t *testing.T, a *Attribution, want string) bool {
+	t.Helper()
+	if want == "" {
+		if a != nil {
+			t.Fatalf("attributed to %s, want nothing", ref(a.Rule))
+		}
+		return false
+	}
+	if a == nil {
+		t.Fatal("not attributed")
+	}
+	if got := ref(a.Rule); got != want {
+		t.Errorf("rule %s, want %s (%v)", got, want, a.Rule)
+	}
+	return true
+}
+
 const staleReturn = "-A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN\n"
 
 func TestNAT(t *testing.T) {
@@ -126,17 +146,8 @@ func TestNAT(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := load(t, tc.rules, tc.edit...)
 			a := rs.NAT(tc.hook, tc.pre, tc.post)
-			if tc.rule == "" {
-				if a != nil {
-					t.Fatalf("attributed to %s, want nothing", ref(a.Rule))
-				}
+			if !attributedTo(t, a, tc.rule) {
 				return
-			}
-			if a == nil {
-				t.Fatal("not attributed")
-			}
-			if got := ref(a.Rule); got != tc.rule {
-				t.Errorf("rule %s, want %s (%v)", got, tc.rule, a.Rule)
 			}
 			if got := refs(a.Via); got != tc.via {
 				t.Errorf("via %q, want %q", got, tc.via)
@@ -207,17 +218,8 @@ COMMIT
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := rs.Drop(tc.hook, tc.p)
-			if tc.rule == "" {
-				if a != nil {
-					t.Fatalf("attributed to %s", ref(a.Rule))
-				}
+			if !attributedTo(t, a, tc.rule) {
 				return
-			}
-			if a == nil {
-				t.Fatal("not attributed")
-			}
-			if got := ref(a.Rule); got != tc.rule {
-				t.Errorf("rule %s, want %s", got, tc.rule)
 			}
 			if a.Rule != nil && a.Rule.Comment != tc.comment {
 				t.Errorf("comment %q, want %q", a.Rule.Comment, tc.comment)
