@@ -20,6 +20,9 @@ type JSONStep struct {
 	What     string     `json:"what"`
 	Tuple    *JSONTuple `json:"tuple"`
 	Outer    *JSONTuple `json:"outer,omitempty"` // encapsulated: the tunnel's tuple (Tuple is the inner one)
+	// NetfilterRules, on a nat step of a connection's first packet, are
+	// the rules that decided it, when the namespace's ruleset is known.
+	NetfilterRules []JSONNetfilterRule `json:"netfilter_rules,omitempty"`
 }
 
 // JSONPacket is one packet of a flow.
@@ -129,7 +132,11 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 		dir := direction(client, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p)}
 		for i := range p.Events {
-			jp.Steps = append(jp.Steps, n.step(&p.Events[i], f.Start))
+			s := n.step(&p.Events[i], f.Start)
+			if p.Events[i].Point == event.PointNAT {
+				s.NetfilterRules = n.jsonRules(explain.NATRules(n, p, &p.Events[i]))
+			}
+			jp.Steps = append(jp.Steps, s)
 		}
 		j.Packets = append(j.Packets, jp)
 	}
@@ -155,12 +162,18 @@ func (n Names) ConvertFinding(f *flow.Flow, fd *explain.Finding) *JSONExplanatio
 		}
 		j.Evidence = append(j.Evidence, je)
 	}
-	for _, r := range fd.Rules {
-		j.NetfilterRules = append(j.NetfilterRules, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, Table: r.Table,
-			Chain: r.Chain, Position: r.Position, Text: r.Text, Comment: r.Comment, Via: r.Via, Verdict: r.Verdict, Role: r.Role,
+	j.NetfilterRules = n.jsonRules(fd.Rules)
+	return j
+}
+
+func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
+	var out []JSONNetfilterRule
+	for _, r := range rules {
+		out = append(out, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, Table: r.Table, Chain: r.Chain,
+			Position: r.Position, Text: r.Text, Comment: r.Comment, Via: r.Via, Verdict: r.Verdict, Role: r.Role,
 			Source: r.Source, Assumed: r.Assumed})
 	}
-	return j
+	return out
 }
 
 // Flow writes a flow and its finding as JSON objects.

@@ -69,10 +69,17 @@ func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
 	return nil
 }
 
-// natRules names the rules behind a nat event of packet p: the rule that
-// decided what the hook did, and what it kept the packet from or, for a
-// DNAT, another rule that would have chosen elsewhere.
-func natRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
+// NATRules names the rules behind a nat event of packet p: the rule that
+// decided what the hook did, and the NAT rule it kept the packet from.
+// None when n has no ruleset for the namespace, or the event is not of a
+// connection's first packet (the only one that crosses the nat table).
+func NATRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
+	return natRules(n, p, e, false)
+}
+
+// natRules is NATRules, and with other, for a DNAT, another rule that
+// would have chosen elsewhere (one more walk of the table).
+func natRules(n Names, p *flow.Packet, e *event.Event, other bool) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	mark := markBefore(rs, p, e)
 	a := rs.NATOf(e, mark)
@@ -85,7 +92,10 @@ func natRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
 	if a.Skipped != nil {
 		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped))
 	}
-	if o := rs.Other(a, pre); o != nil && a.Rule.Target == "DNAT" {
+	if !other || a.Rule == nil || a.Rule.Target != "DNAT" {
+		return out
+	}
+	if o := rs.Other(a, pre); o != nil {
 		out = append(out, named(rs, e, o, o.Rule, RoleOther))
 	}
 	return out
