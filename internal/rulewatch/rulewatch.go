@@ -40,6 +40,7 @@ type Watcher struct {
 	report   func(error)
 	mu       sync.Mutex
 	closers  []func() error
+	closed   bool
 	followed map[uint32]bool // namespaces by inode
 }
 
@@ -121,6 +122,7 @@ func (w *Watcher) Changes() <-chan ruleset.Snapshot { return w.changes }
 func (w *Watcher) Close() {
 	close(w.done)
 	w.mu.Lock()
+	w.closed = true
 	for _, c := range w.closers {
 		c()
 	}
@@ -183,6 +185,14 @@ func (w *Watcher) follow(t netns.Target, text string) {
 		return
 	}
 	w.mu.Lock()
+	if w.closed {
+		// Close came while a namespace added late was being read.
+		w.mu.Unlock()
+		mon.Close()
+		conn.CloseLasting()
+		f.Close()
+		return
+	}
 	w.closers = append(w.closers, mon.Close, conn.CloseLasting, f.Close)
 	w.mu.Unlock()
 	w.wg.Add(1)
