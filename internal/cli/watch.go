@@ -80,7 +80,12 @@ and/or/not (&&, ||, !), parentheses. Empty: every IPv4 packet.
 
 By default the netfilter programs (the nat point on kernels without kprobes
 or fentry) are linked in the current namespace and every namespace under
-/run/netns, including ones created while watch runs.`,
+/run/netns, including ones created while watch runs.
+
+Explanations name the iptables rule behind them (the RETURN that skipped a
+MASQUERADE, the DNAT to a dead pod, the DROP): watch reads each namespace's
+ruleset with iptables-save as it starts and again after every change. It
+only reads them: nothing in any ruleset changes.`,
 		Example: `  nettrace watch 'tcp and host 10.96.0.10 and port 80'
   nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > trace.jsonl
   nettrace watch -w incident.ntrace --duration 30s 'port 30285'`,
@@ -110,7 +115,8 @@ func newRecordCommand(g *globalFlags) *cobra.Command {
 		Long: `record attaches like watch and writes every event to FILE, with what
 replay needs to explain them on another machine (the kernel's drop-reason
 names, namespace and device names, the observation points and their
-methods, lost-event counts). The file is written as a stream: one cut off
+methods, each namespace's iptables ruleset and its changes, lost-event
+counts). The file is written as a stream: one cut off
 by a crash or a full disk replays up to its last complete record. It is
 readable by its owner only (0600): it holds packet headers.`,
 		Example: `  nettrace record -w incident.ntrace --duration 60s 'host 10.96.0.10'

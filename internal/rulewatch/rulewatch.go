@@ -2,8 +2,9 @@
 // by running iptables-save inside it: when watching starts, and again
 // whenever the namespace's nftables ruleset changes (iptables-nft rules are
 // nftables rules, and an nftables monitor per namespace says when they
-// change). Rules of iptables-legacy are read once, at the start. It only
-// reads: nothing in any ruleset changes.
+// change). Rules of iptables-legacy are read once, at the start; a
+// namespace with both kinds is reported, not half read. It only reads:
+// nothing in any ruleset changes.
 package rulewatch
 
 import (
@@ -140,8 +141,17 @@ func read(t netns.Target) (ruleset.Snapshot, error) {
 	if err := netns.Do(t.Path, cmd.Run); err != nil {
 		return ruleset.Snapshot{}, fmt.Errorf("read the ruleset of %s: %w: %s", t.Name, err, strings.TrimSpace(stderr.String()))
 	}
-	return ruleset.NewSnapshot(t.Inode, at, normalize(out.String())), nil
+	text := normalize(out.String())
+	if strings.Contains(stderr.String(), legacyPresent) {
+		return ruleset.Snapshot{}, fmt.Errorf("%s has iptables-legacy rules beside iptables-nft ones: its rules are not named", t.Name)
+	}
+	return ruleset.NewSnapshot(t.Inode, at, text), nil
 }
+
+// legacyPresent is how iptables-nft-save says (on stderr) that
+// iptables-legacy tables exist too: the kernel runs both, and the text
+// holds only one.
+const legacyPresent = "iptables-legacy tables present"
 
 // normalize drops the dates iptables-save writes around each table, so
 // that an unchanged ruleset reads the same (kube-proxy rewrites its rules

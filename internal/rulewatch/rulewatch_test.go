@@ -64,3 +64,47 @@ func TestReadAndFollow(t *testing.T) {
 		t.Fatalf("no change delivered in 10 s (reported %d errors)", len(reported))
 	}
 }
+
+// TestLegacyRulesAreSaidNotNamed: a namespace with iptables-legacy rules
+// beside iptables-nft ones is reported, not half-read.
+func TestLegacyRulesAreSaidNotNamed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	if _, err := exec.LookPath("iptables-legacy"); err != nil {
+		t.Skip("no iptables-legacy")
+	}
+	name := fmt.Sprintf("nt-rulewatch-legacy-%d", os.Getpid())
+	for _, args := range [][]string{
+		{"ip", "netns", "add", name},
+		{"ip", "netns", "exec", name, "iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
+		{"ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			exec.Command("ip", "netns", "del", name).Run()
+			t.Skipf("%v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	targets, err := netns.Resolve([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reported := make(chan error, 16)
+	w, first, err := Start(targets, func(err error) { reported <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if len(first) != 0 {
+		t.Errorf("read %d rulesets", len(first))
+	}
+	select {
+	case err := <-reported:
+		if !strings.Contains(err.Error(), "iptables-legacy rules beside iptables-nft ones") {
+			t.Errorf("reported %v", err)
+		}
+	default:
+		t.Error("nothing reported")
+	}
+}

@@ -109,7 +109,7 @@ echo "VMTEST: kernel $(uname -r)"
 echo "VMTEST: running tests"
 cd /tmp
 NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab /nettrace.test -test.v -test.count=1 -test.timeout 25m \
-	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestVXLAN|TestSYNAccept|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'
+	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestVXLAN|TestSYNAccept|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'
 if [ $? -eq 0 ]; then echo "VMTEST RESULT: PASS"; else echo "VMTEST RESULT: FAIL"; fi
 poweroff -f
 INIT
