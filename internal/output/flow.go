@@ -131,10 +131,11 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 		t := firstTuple(p)
 		dir := direction(client, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p)}
+		rules := explain.PacketNATRules(n, p)
 		for i := range p.Events {
 			s := n.step(&p.Events[i], f.Start)
-			if p.Events[i].Point == event.PointNAT {
-				s.NetfilterRules = n.jsonRules(explain.NATRules(n, p, &p.Events[i]))
+			if rules != nil {
+				s.NetfilterRules = n.jsonRules(rules[i])
 			}
 			jp.Steps = append(jp.Steps, s)
 		}

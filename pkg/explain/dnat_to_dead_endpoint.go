@@ -40,7 +40,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
 	if cause == nil && syns < 2 {
 		return nil // one unanswered SYN is not yet evidence of anything
 	}
-	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, p, d, true)}
+	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, p, d)}
 	fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
 	by := ""
 	if c := ruleClause(fd.Rules); c != "" {

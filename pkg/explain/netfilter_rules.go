@@ -69,36 +69,60 @@ func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
 	return nil
 }
 
-// NATRules names the rules behind a nat event of packet p: the rule that
-// decided what the hook did, and the NAT rule it kept the packet from.
-// None when n has no ruleset for the namespace, or the event is not of a
-// connection's first packet (the only one that crosses the nat table).
-func NATRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
-	return natRules(n, p, e, false)
+// PacketNATRules names, for each nat event of packet p that crossed the
+// nat table (a connection's first packet), the rule that decided what the
+// hook did and the NAT rule it kept the packet from; indexed like
+// p.Events, nil where nothing is named (no ruleset, or not a first
+// packet). One walk per event: the marks a hook sets are carried to the
+// next in the same namespace.
+func PacketNATRules(n Names, p *flow.Packet) [][]NetfilterRule {
+	var out [][]NetfilterRule
+	marks := map[uint32]ruleset.Mark{}
+	for i := range p.Events {
+		e := &p.Events[i]
+		if e.Point != event.PointNAT {
+			continue
+		}
+		rules, mark := natRulesWith(n, e, marks[e.Netns], false)
+		marks[e.Netns] = mark
+		if rules != nil {
+			if out == nil {
+				out = make([][]NetfilterRule, len(p.Events))
+			}
+			out[i] = rules
+		}
+	}
+	return out
 }
 
-// natRules is NATRules, and with other, for a DNAT, another rule that
-// would have chosen elsewhere (one more walk of the table).
-func natRules(n Names, p *flow.Packet, e *event.Event, other bool) []NetfilterRule {
+// natRules names the rules behind a nat event of packet p, as
+// PacketNATRules does, and for a DNAT another rule that would have chosen
+// elsewhere.
+func natRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
+	rules, _ := natRulesWith(n, e, markBefore(rulesetAt(n, e), p, e), true)
+	return rules
+}
+
+// natRulesWith attributes a nat event whose packet's mark is known as mark,
+// and returns the mark as the hook left it.
+func natRulesWith(n Names, e *event.Event, mark ruleset.Mark, other bool) ([]NetfilterRule, ruleset.Mark) {
 	rs := rulesetAt(n, e)
-	mark := markBefore(rs, p, e)
 	a := rs.NATOf(e, mark)
 	if a == nil {
-		return nil
+		return nil, mark
 	}
-	pre := ruleset.HookPacket(e, e.NAT.Pre)
-	pre.Mark = mark
 	out := []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided)}
 	if a.Skipped != nil {
 		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped))
 	}
-	if !other || a.Rule == nil || a.Rule.Target != "DNAT" {
-		return out
+	if other && a.Rule != nil && a.Rule.Target == "DNAT" {
+		pre := ruleset.HookPacket(e, e.NAT.Pre)
+		pre.Mark = mark
+		if o := rs.Other(a, pre); o != nil {
+			out = append(out, named(rs, e, o, o.Rule, RoleOther))
+		}
 	}
-	if o := rs.Other(a, pre); o != nil {
-		out = append(out, named(rs, e, o, o.Rule, RoleOther))
-	}
-	return out
+	return out, a.Mark
 }
 
 // markBefore is what the nat hooks a packet crossed before e in e's

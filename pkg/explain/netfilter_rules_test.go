@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -115,5 +116,29 @@ func TestFindingsNameTheirRule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPacketNATRules: each nat step of a connection's first packet gets
+// the rules that decided it; a namespace without a ruleset, and a reply,
+// get none.
+func TestPacketNATRules(t *testing.T) {
+	flows := flowsOf(t, fixture.SNATMissing(false))
+	names := fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{1: rules(t, "snat-missing-n1")}}
+	var got []string
+	for _, p := range flows[0].Packets {
+		for i, rs := range PacketNATRules(names, p) {
+			for _, r := range rs {
+				got = append(got, fmt.Sprintf("%s %s: %s %s %d", p.Events[i].Hook, r.Role, r.Table, r.Chain, r.Position))
+			}
+		}
+	}
+	want := []string{
+		"OUTPUT decided: nat KUBE-SEP-SLU7GZY5SPD3QPRN 2",
+		"POSTROUTING decided: nat POSTROUTING 4",
+		"POSTROUTING skipped: nat POSTROUTING 6",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("named\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -40,7 +40,7 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		if atClient == nil || crossedNAT {
 			continue
 		}
-		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d, true)}
+		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d)}
 		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
 		how := "and not SNATed"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {

@@ -66,7 +66,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 	notSNATed := "not SNATed in POSTROUTING"
 	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
-		fd.Rules = natRules(n, p, post, true)
+		fd.Rules = natRules(n, p, post)
 		fd.Evidence = append(fd.Evidence, ruleFacts(n, post, fd.Rules)...)
 		if c := ruleClause(fd.Rules); c != "" {
 			notSNATed = "not SNATed in POSTROUTING (" + c + ")"
