@@ -38,12 +38,14 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 		Rules:    dropRules(n, drop, hooksAfter(last)...),
 	}
 	fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, fd.Rules)...)
-	by := "a netfilter DROP verdict"
 	if c := ruleClause(fd.Rules); c != "" {
-		by = strings.TrimSuffix(c, " decided")
+		// The rule says the hook.
+		fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s %s.",
+			what, src(t), dst(t), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), fd.Rules[0].Hook)
+		return fd
 	}
-	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s, %s.",
-		what, src(t), dst(t), by, n.NetnsName(drop.Netns), hookAfter(last))
+	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
+		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
 	return fd
 }
 
@@ -60,7 +62,10 @@ func hooksAfter(last event.Hook) []event.Hook {
 	case event.HookPostrouting:
 		return []event.Hook{event.HookPostrouting}
 	}
-	return []event.Hook{event.HookPrerouting, event.HookOutput}
+	// No NAT hook seen: before any, or in a namespace where nothing
+	// registers one (the nat point's fentry and kprobe methods see only
+	// namespaces with NAT): any hook.
+	return []event.Hook{event.HookPrerouting, event.HookInput, event.HookForward, event.HookOutput, event.HookPostrouting}
 }
 
 // hookAfter names the hooks a drop can have happened in, given the last

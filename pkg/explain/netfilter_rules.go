@@ -144,21 +144,26 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 	return mark
 }
 
-// dropRules names the rule that dropped a packet, at the first of the
-// hooks it can have been dropped in that has one.
+// dropRules names the rule that dropped a packet: of the hooks it can
+// have been dropped in, the attribution that needs the fewest
+// assumptions, the first hook among equals.
 func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	if rs == nil {
 		return nil
 	}
+	var best *ruleset.Attribution
 	for _, hook := range hooks {
 		at := *e
 		at.Hook = hook
-		if a := rs.Drop(hook.String(), ruleset.HookPacket(&at, packetTuple(e))); a != nil {
-			return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided)}
+		if a := rs.Drop(hook.String(), ruleset.HookPacket(&at, packetTuple(e))); a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {
+			best = a
 		}
 	}
-	return nil
+	if best == nil {
+		return nil
+	}
+	return []NetfilterRule{named(rs, e, best, best.Rule, RoleDecided)}
 }
 
 func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *ruleset.Rule, role string) NetfilterRule {

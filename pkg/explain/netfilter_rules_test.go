@@ -75,7 +75,12 @@ func TestFindingsNameTheirRule(t *testing.T) {
 		},
 		{
 			"a DROP rule of the filter table", droppedByNetfilter, fixture.NetfilterDrop(), map[uint32]*ruleset.Ruleset{2: filter},
-			`dropped by filter INPUT rule 2 (DROP, "default/deny-9001") in n2`,
+			`dropped by filter INPUT rule 2 (DROP, "default/deny-9001") in n2 INPUT.`,
+			[]string{`decided: -A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`},
+		},
+		{
+			"a DROP rule in a namespace without NAT hooks (the drop alone)", droppedByNetfilter, fixture.NetfilterDrop()[1:], map[uint32]*ruleset.Ruleset{2: filter},
+			`dropped by filter INPUT rule 2 (DROP, "default/deny-9001") in n2 INPUT.`,
 			[]string{`decided: -A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`},
 		},
 		{
