@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 func TestNormalizeDropsDates(t *testing.T) {
@@ -25,22 +26,29 @@ func TestNormalizeDropsDates(t *testing.T) {
 	}
 }
 
-// TestReadAndFollow reads a real namespace's ruleset from inside it, and
-// delivers it again when a rule is added.
-func TestReadAndFollow(t *testing.T) {
+// watchNew creates a namespace (its name returned), runs setup in it
+// (each command under ip netns exec) and starts a Watcher on it; all are
+// undone with the test.
+// A setup command that fails fails the test, or skips it when optional
+// (a command the host may lack).
+func watchNew(t *testing.T, role string, optional bool, setup ...[]string) (*Watcher, []ruleset.Snapshot, chan error, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a network namespace")
 	}
-	name := fmt.Sprintf("nt-rulewatch-%d", os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+	name := fmt.Sprintf("nt-rulewatch-%s-%d", role, os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	for _, args := range setup {
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", name}, args...)...).CombinedOutput(); err != nil {
+			if optional {
+				t.Skipf("%v: %v: %s", args, err, out)
+			}
 			t.Fatalf("%v: %v: %s", args, err, out)
 		}
 	}
-	run("ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	run("ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.9.0.0/16", "-j", "RETURN")
 	targets, err := netns.Resolve([]string{name})
 	if err != nil {
 		t.Fatal(err)
@@ -50,14 +58,23 @@ func TestReadAndFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	if len(first) != 1 || first[0].Ruleset == nil || len(first[0].Ruleset.Rules("nat")) != 1 || first[0].Netns != targets[0].Inode {
+	t.Cleanup(w.Close)
+	return w, first, reported, name
+}
+
+// TestReadAndFollow reads a real namespace's ruleset from inside it, and
+// delivers it again when a rule is added.
+func TestReadAndFollow(t *testing.T) {
+	w, first, reported, name := watchNew(t, "follow", false, []string{"iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.9.0.0/16", "-j", "RETURN"})
+	if len(first) != 1 || first[0].Ruleset == nil || len(first[0].Ruleset.Rules("nat")) != 1 {
 		t.Fatalf("first read: %+v (reported %d errors)", first, len(reported))
 	}
-	run("ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.8.0.0/16", "-j", "MASQUERADE")
+	if out, err := exec.Command("ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.8.0.0/16", "-j", "MASQUERADE").CombinedOutput(); err != nil {
+		t.Fatalf("add a rule: %v: %s", err, out)
+	}
 	select {
 	case s := <-w.Changes():
-		if s.Ruleset == nil || len(s.Ruleset.Rules("nat")) != 2 || !strings.Contains(s.Text, "-d 10.8.0.0/16 -j MASQUERADE") {
+		if s.Netns != first[0].Netns || s.Ruleset == nil || len(s.Ruleset.Rules("nat")) != 2 || !strings.Contains(s.Text, "-d 10.8.0.0/16 -j MASQUERADE") {
 			t.Fatalf("after the change: %q", s.Text)
 		}
 	case <-time.After(10 * time.Second):
@@ -68,34 +85,9 @@ func TestReadAndFollow(t *testing.T) {
 // TestLegacyRulesAreSaidNotNamed: a namespace with iptables-legacy rules
 // beside iptables-nft ones is reported, not half-read.
 func TestLegacyRulesAreSaidNotNamed(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
-	}
-	if _, err := exec.LookPath("iptables-legacy"); err != nil {
-		t.Skip("no iptables-legacy")
-	}
-	name := fmt.Sprintf("nt-rulewatch-legacy-%d", os.Getpid())
-	for _, args := range [][]string{
-		{"ip", "netns", "add", name},
-		{"ip", "netns", "exec", name, "iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
-		{"ip", "netns", "exec", name, "iptables", "-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			exec.Command("ip", "netns", "del", name).Run()
-			t.Skipf("%v: %v: %s", args, err, out)
-		}
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	targets, err := netns.Resolve([]string{name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reported := make(chan error, 16)
-	w, first, err := Start(targets, func(err error) { reported <- err })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	_, first, reported, _ := watchNew(t, "legacy", true,
+		[]string{"iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"},
+		[]string{"iptables", "-t", "nat", "-A", "POSTROUTING", "-j", "RETURN"})
 	if len(first) != 0 {
 		t.Errorf("read %d rulesets", len(first))
 	}
