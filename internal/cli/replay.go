@@ -108,7 +108,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 				return err
 			}
 			defer closeAll()
-			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall, Rulesets: s.Ruleset}
+			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace}
 			p := newPipeline(pipelineOptions{format: format, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names})
 			follow := filter.NewFollower(prog)
 			var first, last uint64

@@ -85,7 +85,8 @@ type JSONNetfilterRule struct {
 	Hook     string   `json:"hook"`
 	Table    string   `json:"table"`
 	Chain    string   `json:"chain"`
-	Position int      `json:"position"` // 1-based in its chain; 0: the chain's policy decided
+	Position int      `json:"position"`         // 1-based in its chain; 0: the chain's policy decided
+	Handle   uint64   `json:"handle,omitempty"` // nftables handle, when traced
 	Text     string   `json:"text,omitempty"`
 	Comment  string   `json:"comment,omitempty"`
 	Via      []string `json:"via,omitempty"`
@@ -172,7 +173,7 @@ func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
 	for _, r := range rules {
 		out = append(out, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, Table: r.Table, Chain: r.Chain,
 			Position: r.Position, Text: r.Text, Comment: r.Comment, Via: r.Via, Verdict: r.Verdict, Role: r.Role,
-			Source: r.Source, Assumed: r.Assumed})
+			Source: r.Source, Assumed: r.Assumed, Handle: r.Handle})
 	}
 	return out
 }

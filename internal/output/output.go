@@ -22,6 +22,9 @@ type Names struct {
 	// Rulesets gives a namespace's iptables ruleset in force at a
 	// CLOCK_MONOTONIC time: findings then name their rules.
 	Rulesets func(netns uint32, at uint64) *ruleset.Ruleset
+	// RuleTraces gives what nftables tracing reported of a packet
+	// (ruleset.Traces.Pass): findings then name the rules it went through.
+	RuleTraces func(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
 }
 
 // Ruleset returns a namespace's ruleset at a time, if known: Names is an
@@ -31,6 +34,15 @@ func (n Names) Ruleset(netns uint32, at uint64) *ruleset.Ruleset {
 		return nil
 	}
 	return n.Rulesets(netns, at)
+}
+
+// RuleTrace returns the traced steps of a packet, if any: Names is an
+// explain.RuleTraces.
+func (n Names) RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace {
+	if n.RuleTraces == nil {
+		return nil
+	}
+	return n.RuleTraces(netns, hook, p, at)
 }
 
 func (n Names) dropReason(r uint32) string {

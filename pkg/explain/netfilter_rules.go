@@ -15,13 +15,21 @@ type Rulesets interface {
 	Ruleset(netns uint32, at uint64) *ruleset.Ruleset
 }
 
+// RuleTraces gives what nftables tracing reported of a packet seen with
+// tuple p at hook in netns at kernel time at (ruleset.Traces.Pass). Names
+// that implement it let findings name rules as the kernel traced them.
+type RuleTraces interface {
+	RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
+}
+
 // NetfilterRule is a rule a finding names, and the part it played.
 type NetfilterRule struct {
 	Netns    uint32
 	Hook     string
 	Table    string
 	Chain    string
-	Position int // 1-based in its chain; 0 when the chain's policy decided
+	Position int    // 1-based in its chain; 0 when the chain's policy decided
+	Handle   uint64 // its nftables handle, when traced
 	Text     string
 	// Comment is the rule's comment or, when it has none, the comment of
 	// the nearest jump that led to it (CNI's "dnat name: ... id: ..." sits
@@ -34,8 +42,9 @@ type NetfilterRule struct {
 	// chain's policy when no rule decided.
 	Verdict string
 	Role    string // RoleDecided, RoleSkipped or RoleOther
-	// Source says how the rule was found: SourceRuleset, from the
-	// namespace's ruleset and what the packet was seen to become.
+	// Source says how the rule was found: SourceTraced, reported by
+	// nftables tracing; SourceRuleset, from the namespace's ruleset and
+	// what the packet was seen to become.
 	Source string
 	// Assumed are the matches the packet's tuple could not settle (a mark,
 	// conntrack state, a random choice), taken as the outcome needs them.
@@ -58,8 +67,47 @@ var roleWords = map[string]string{
 	RoleOther:   "matches the same packets and chooses elsewhere",
 }
 
-// SourceRuleset marks a rule attributed from the namespace's ruleset.
-const SourceRuleset = "ruleset"
+// Sources of a named rule.
+const (
+	SourceTraced  = "traced"  // the kernel traced the packet through it
+	SourceRuleset = "ruleset" // attributed from the ruleset and the outcome
+)
+
+// traced is the attribution of what table did at hook to the packet of e,
+// seen there with tuple t, from the kernel's trace of it; nil when the
+// packet was not traced there.
+func traced(n Names, rs *ruleset.Ruleset, e *event.Event, table string, hook event.Hook, t event.Tuple) *ruleset.Attribution {
+	rt, ok := n.(RuleTraces)
+	if !ok {
+		return nil
+	}
+	at := *e
+	at.Hook = hook
+	steps := rt.RuleTrace(e.Netns, hook.String(), ruleset.HookPacket(&at, t), e.Time)
+	if steps == nil {
+		return nil
+	}
+	return rs.Traced(table, hook.String(), steps)
+}
+
+// confirm settles an attribution from the ruleset with the trace's: the
+// walk's when the trace went through the same rule (it also knows the NAT
+// rule skipped and the rules that would choose elsewhere), with nothing
+// left assumed; the trace's otherwise. The source says which.
+func confirm(walked, tr *ruleset.Attribution) (*ruleset.Attribution, string) {
+	switch {
+	case tr == nil:
+		return walked, SourceRuleset
+	case walked != nil && walked.Rule == tr.Rule:
+		confirmed := *walked
+		confirmed.Assumed, confirmed.Handle = nil, tr.Handle
+		return &confirmed, SourceTraced
+	}
+	if walked != nil {
+		tr.Mark = walked.Mark
+	}
+	return tr, SourceTraced
+}
 
 // rulesetAt is the ruleset of the event's namespace when it happened.
 func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
@@ -107,19 +155,22 @@ func natRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
 // and returns the mark as the hook left it.
 func natRulesWith(n Names, e *event.Event, mark ruleset.Mark, other bool) ([]NetfilterRule, ruleset.Mark) {
 	rs := rulesetAt(n, e)
-	a := rs.NATOf(e, mark)
+	if !ruleset.CrossesNAT(e) {
+		return nil, mark
+	}
+	a, source := confirm(rs.NATOf(e, mark), traced(n, rs, e, "nat", e.Hook, e.NAT.Pre))
 	if a == nil {
 		return nil, mark
 	}
-	out := []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided)}
+	out := []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, source)}
 	if a.Skipped != nil {
-		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped))
+		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped, source))
 	}
 	if other && a.Rule != nil && a.Rule.Target == "DNAT" {
 		pre := ruleset.HookPacket(e, e.NAT.Pre)
 		pre.Mark = mark
 		if o := rs.Other(a, pre); o != nil {
-			out = append(out, named(rs, e, o, o.Rule, RoleOther))
+			out = append(out, named(rs, e, o, o.Rule, RoleOther, SourceRuleset))
 		}
 	}
 	return out, a.Mark
@@ -144,11 +195,19 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 	return mark
 }
 
-// dropRules names the rule that dropped a packet: of the hooks it can
-// have been dropped in, the attribution that needs the fewest
-// assumptions, the first hook among equals.
+// dropRules names the rule that dropped a packet: the one the kernel
+// traced it to, else, of the hooks it can have been dropped in, the
+// attribution from the ruleset that needs the fewest assumptions, the
+// first hook among equals.
 func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
+	for _, hook := range hooks {
+		for _, table := range dropTables {
+			if a := traced(n, rs, e, table, hook, packetTuple(e)); a != nil && a.Drops() {
+				return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, SourceTraced)}
+			}
+		}
+	}
 	if rs == nil {
 		return nil
 	}
@@ -163,13 +222,20 @@ func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	if best == nil {
 		return nil
 	}
-	return []NetfilterRule{named(rs, e, best, best.Rule, RoleDecided)}
+	return []NetfilterRule{named(rs, e, best, best.Rule, RoleDecided, SourceRuleset)}
 }
 
-func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *ruleset.Rule, role string) NetfilterRule {
-	nr := NetfilterRule{Netns: e.Netns, Hook: a.Hook, Table: a.Table, Chain: a.Hook, Role: role, Source: SourceRuleset, At: e.Time}
+// dropTables are the tables that can drop a packet, in the order a hook
+// runs them.
+var dropTables = []string{"raw", "mangle", "filter", "security"}
+
+func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *ruleset.Rule, role, source string) NetfilterRule {
+	nr := NetfilterRule{Netns: e.Netns, Hook: a.Hook, Table: a.Table, Chain: a.Hook, Role: role, Source: source, At: e.Time}
 	if r == nil {
-		nr.Verdict = rs.Tables[a.Table].Chains[a.Hook].Policy
+		nr.Verdict = a.Policy
+		if nr.Verdict == "" && rs != nil && rs.Tables[a.Table] != nil && rs.Tables[a.Table].Chains[a.Hook] != nil {
+			nr.Verdict = rs.Tables[a.Table].Chains[a.Hook].Policy
+		}
 		return nr
 	}
 	nr.Chain, nr.Position, nr.Text, nr.Comment, nr.Verdict = r.Chain, r.Position, r.Text, r.Comment, r.Target
@@ -180,6 +246,7 @@ func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *rules
 		nr.Via = append(nr.Via, j.Text)
 	}
 	if role == RoleDecided {
+		nr.Handle = a.Handle
 		for _, as := range a.Assumed {
 			how := "matched"
 			if !as.Matched {

@@ -33,6 +33,11 @@ type Attribution struct {
 	// ended the hook's chain before any did. nil when no rule did and the
 	// chain's policy applied.
 	Rule *Rule
+	// Policy is the verdict of the chain's policy when a trace says it
+	// applied (Rule nil) and the ruleset may not know the chain.
+	Policy string
+	// Handle is Rule's nftables handle, when a trace named it.
+	Handle uint64
 	// Via are the jumps that led to Rule, outermost first.
 	Via []*Rule
 	// Assumed are the rules whose matches the packet's tuple cannot

@@ -22,11 +22,18 @@ func HookPacket(e *event.Event, t event.Tuple) Packet {
 // packet crosses the nat table: conntrack translates the others (replies,
 // retransmits) by the entry alone, which is confirmed by then.
 func (rs *Ruleset) NATOf(e *event.Event, mark Mark) *Attribution {
-	if rs == nil || e.Point != event.PointNAT || e.Flags&event.FlagPre == 0 || !e.HasCT() ||
-		e.CT.IsReply() || e.CT.Status&event.CTConfirmed != 0 {
+	if rs == nil || !CrossesNAT(e) {
 		return nil
 	}
 	pre, post := HookPacket(e, e.NAT.Pre), HookPacket(e, e.Tuple)
 	pre.Mark, post.Mark = mark, mark
 	return rs.NAT(e.Hook.String(), pre, post)
+}
+
+// CrossesNAT says whether the packet of a nat event crossed the nat table
+// at its hook, and the event says what it was before: a connection's first
+// packet, whose entry is not confirmed yet.
+func CrossesNAT(e *event.Event) bool {
+	return e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 && e.HasCT() &&
+		!e.CT.IsReply() && e.CT.Status&event.CTConfirmed == 0
 }

@@ -33,8 +33,8 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // Version is the format version this package writes. Version 2 added the
 // packet's first-seen time (event.Event.SkbSeen) as the kernel record's last
 // word; version 1 records decode with it zero, so both are read. Version 3
-// added ruleset records.
-const Version = 3
+// added ruleset records, version 4 rule trace records.
+const Version = 4
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1
@@ -43,12 +43,13 @@ const headerSize = 12
 
 // Record types.
 const (
-	recMeta    = 1
-	recNetns   = 2
-	recSymbol  = 3
-	recEvent   = 4
-	recSummary = 5
-	recRuleset = 6
+	recMeta      = 1
+	recNetns     = 2
+	recSymbol    = 3
+	recEvent     = 4
+	recSummary   = 5
+	recRuleset   = 6
+	recRuleTrace = 7
 )
 
 // maxRecord bounds a record's length: a longer one is corruption. A

@@ -24,6 +24,8 @@ type Reader struct {
 	Summary *Summary // set once the closing summary is read
 	// Rulesets are the namespaces' rulesets read so far.
 	Rulesets ruleset.History
+	// RuleTraces are the steps of nftables tracing read so far.
+	RuleTraces ruleset.Traces
 
 	br     *bufio.Reader
 	closer io.Closer
@@ -199,6 +201,12 @@ func (r *Reader) Next(e *event.Event) error {
 				return r.errorf(start, "ruleset record: %v", err)
 			}
 			r.Rulesets.Add(snap)
+		case recRuleTrace:
+			t, err := decodeRuleTrace(payload)
+			if err != nil {
+				return r.errorf(start, "rule trace record: %v", err)
+			}
+			r.RuleTraces.Add(t)
 		case recSummary:
 			var s Summary
 			if err := json.Unmarshal(payload, &s); err != nil {

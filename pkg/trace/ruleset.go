@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
@@ -50,4 +51,55 @@ func decodeRuleset(p []byte) (ruleset.Snapshot, error) {
 		return ruleset.Snapshot{}, errors.New("text too long")
 	}
 	return ruleset.NewSnapshot(binary.LittleEndian.Uint32(p), binary.LittleEndian.Uint64(p[4:]), string(text)), nil
+}
+
+// A rule trace record is one step of nftables tracing (ruleset.Trace):
+// namespace (u32le), time (u64le), trace id (u32le), kind, protocol (u8),
+// ports (u16le), mark value and known bits (u32le), handle (u64le),
+// position (u32le), then the addresses (16 bytes each, IPv4 mapped) and
+// hook, table, chain and verdict as uvarint-length strings.
+
+const ruleTraceFixed = 4 + 8 + 4 + 1 + 1 + 2 + 2 + 4 + 4 + 8 + 4 + 16 + 16
+
+func encodeRuleTrace(t *ruleset.Trace) []byte {
+	p := make([]byte, 0, ruleTraceFixed+len(t.Hook)+len(t.Table)+len(t.Chain)+len(t.Verdict)+4)
+	p = binary.LittleEndian.AppendUint32(p, t.Netns)
+	p = binary.LittleEndian.AppendUint64(p, t.Time)
+	p = binary.LittleEndian.AppendUint32(p, t.ID)
+	p = append(p, byte(t.Kind), t.Packet.Proto)
+	p = binary.LittleEndian.AppendUint16(p, t.Packet.Sport)
+	p = binary.LittleEndian.AppendUint16(p, t.Packet.Dport)
+	p = binary.LittleEndian.AppendUint32(p, t.Packet.Mark.Value)
+	p = binary.LittleEndian.AppendUint32(p, t.Packet.Mark.Known)
+	p = binary.LittleEndian.AppendUint64(p, t.Handle)
+	p = binary.LittleEndian.AppendUint32(p, uint32(t.Position))
+	src, dst := t.Packet.Src.As16(), t.Packet.Dst.As16()
+	p = append(append(p, src[:]...), dst[:]...)
+	for _, s := range []string{t.Hook, t.Table, t.Chain, t.Verdict} {
+		p = binary.AppendUvarint(p, uint64(len(s)))
+		p = append(p, s...)
+	}
+	return p
+}
+
+func decodeRuleTrace(p []byte) (ruleset.Trace, error) {
+	if len(p) < ruleTraceFixed {
+		return ruleset.Trace{}, errors.New("too short")
+	}
+	le := binary.LittleEndian
+	t := ruleset.Trace{Netns: le.Uint32(p), Time: le.Uint64(p[4:]), ID: le.Uint32(p[12:]), Kind: ruleset.TraceKind(p[16])}
+	t.Packet.Proto, t.Packet.Sport, t.Packet.Dport = p[17], le.Uint16(p[18:]), le.Uint16(p[20:])
+	t.Packet.Mark = ruleset.Mark{Value: le.Uint32(p[22:]), Known: le.Uint32(p[26:])}
+	t.Handle, t.Position = le.Uint64(p[30:]), int(le.Uint32(p[38:]))
+	t.Packet.Src = netip.AddrFrom16([16]byte(p[42:58])).Unmap()
+	t.Packet.Dst = netip.AddrFrom16([16]byte(p[58:74])).Unmap()
+	p = p[ruleTraceFixed:]
+	for _, s := range []*string{&t.Hook, &t.Table, &t.Chain, &t.Verdict} {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || n > uint64(len(p)-k) {
+			return ruleset.Trace{}, errors.New("string overruns the record")
+		}
+		*s, p = string(p[k:k+int(n)]), p[k+int(n):]
+	}
+	return t, nil
 }

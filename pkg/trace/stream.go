@@ -176,17 +176,38 @@ func (s *Stream) SymbolName(addr uint64) string {
 // when its recording holds none. Safe to call while another goroutine
 // reads events.
 func (s *Stream) Ruleset(ino uint32, at uint64) *ruleset.Ruleset {
+	r, ino, at, ok := s.recordingOf(ino, at)
+	if !ok {
+		return nil
+	}
+	return r.Rulesets.At(ino, at)
+}
+
+// RuleTrace returns what nftables tracing reported of a packet seen with
+// tuple p at hook in a namespace at a stream time (ruleset.Traces.Pass).
+// Safe to call while another goroutine reads events.
+func (s *Stream) RuleTrace(ino uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace {
+	r, ino, at, ok := s.recordingOf(ino, at)
+	if !ok {
+		return nil
+	}
+	return r.RuleTraces.Pass(ino, hook, p, at)
+}
+
+// recordingOf is the recording a stream namespace comes from, with the
+// namespace and time in that recording's terms.
+func (s *Stream) recordingOf(ino uint32, at uint64) (*Reader, uint32, uint64, bool) {
 	if !s.multi {
-		return s.readers[0].Rulesets.At(ino, at)
+		return s.readers[0], ino, at, true
 	}
 	s.names.RLock()
 	k, ok := s.unmapNs[ino]
 	s.names.RUnlock()
 	if !ok {
-		return nil
+		return nil, 0, 0, false
 	}
 	r := s.readers[k[0]]
-	return r.Rulesets.At(k[1], r.Meta.Mono(time.Unix(0, int64(at))))
+	return r, k[1], r.Meta.Mono(time.Unix(0, int64(at))), true
 }
 
 // Wall converts a stream time to wall-clock time.

@@ -112,6 +112,11 @@ func (w *Writer) Ruleset(s ruleset.Snapshot) error {
 	return w.record(recRuleset, p)
 }
 
+// RuleTrace appends a step of nftables tracing.
+func (w *Writer) RuleTrace(t *ruleset.Trace) error {
+	return w.record(recRuleTrace, encodeRuleTrace(t))
+}
+
 // Flush makes everything written so far reach the file (what a SIGKILL
 // would then leave readable).
 func (w *Writer) Flush() error { return w.bw.Flush() }

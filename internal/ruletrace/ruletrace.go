@@ -1,0 +1,314 @@
+// Package ruletrace names the netfilter rules packets went through as the
+// kernel traces them: in each watched namespace it adds an nftables table
+// of nettrace's own whose chains, ahead of every other at the hooks where
+// packets enter, set nftrace on the packets the filter selects; the kernel
+// then reports each rule such a packet matches (NFT_MSG_TRACE), which is
+// read per namespace and resolved to the rule's position in its chain
+// (iptables-nft rules are nftables rules, in iptables-save's order).
+//
+// The table is owned by the netlink socket that added it: the kernel
+// removes it when that socket closes, at Close or when nettrace dies,
+// killed or not. Nothing else in any ruleset changes.
+package ruletrace
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/filter"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+)
+
+// Tracer traces the rules of namespaces.
+type Tracer struct {
+	table  []netlink.Message
+	steps  func(ruleset.Trace)
+	report func(error)
+
+	mu     sync.Mutex
+	spaces map[uint32]*space
+	closed bool
+	wg     sync.WaitGroup
+	lost   atomic.Uint64
+}
+
+// Start traces the rules of targets for the packets prog selects until
+// Close: each traced step goes to steps (from the namespace's own
+// goroutine). A namespace where tracing is unavailable is reported once and
+// the others go on; an error says no namespace can be traced with prog.
+func Start(targets []netns.Target, prog *filter.Program, steps func(ruleset.Trace), report func(error)) (*Tracer, error) {
+	table, err := tableMessages(prog)
+	if err != nil {
+		return nil, fmt.Errorf("trace rules: %w", err)
+	}
+	t := &Tracer{table: table, steps: steps, report: report, spaces: map[uint32]*space{}}
+	for _, target := range targets {
+		t.Add(target)
+	}
+	return t, nil
+}
+
+// Add traces a namespace (again, once only).
+func (t *Tracer) Add(target netns.Target) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.spaces[target.Inode] != nil {
+		return
+	}
+	s, err := t.open(target)
+	if err != nil {
+		t.report(fmt.Errorf("rules of %s not traced: %w", target.Name, err))
+		t.spaces[target.Inode] = &space{}
+		return
+	}
+	t.spaces[target.Inode] = s
+	t.wg.Go(func() { s.read(t) })
+}
+
+// Invalidate says a namespace's ruleset changed: rule positions are read
+// again.
+func (t *Tracer) Invalidate(ino uint32) {
+	t.mu.Lock()
+	s := t.spaces[ino]
+	t.mu.Unlock()
+	if s != nil {
+		s.stale.Store(true)
+	}
+}
+
+// Lost is how many trace messages the kernel could not deliver (the
+// socket's buffer was full): their packets' rules are attributed from the
+// ruleset.
+func (t *Tracer) Lost() uint64 { return t.lost.Load() }
+
+// Close stops tracing and removes nettrace's tables.
+func (t *Tracer) Close() {
+	t.mu.Lock()
+	t.closed = true
+	for _, s := range t.spaces {
+		s.close()
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// space is one traced namespace.
+type space struct {
+	target netns.Target
+	file   *os.File
+	owner  *netlink.Conn // added the table: closing it removes the table
+	traces *netlink.Conn
+	lookup *nftables.Conn
+	stale  atomic.Bool
+
+	// Owned by the reading goroutine.
+	hooks     map[chainKey]string         // base chains' hooks
+	positions map[chainKey]map[uint64]int // rule handles' positions
+	current   map[uint32]where            // where each trace id is
+}
+
+// where is the hook a traced packet is in, and the packet as last seen:
+// the kernel sends the headers once per base chain, not with every step.
+type where struct {
+	hook   string
+	packet ruleset.Packet
+}
+
+type chainKey struct{ table, chain string }
+
+// traceBuffer is the trace socket's receive buffer: a burst of traced
+// packets sends one message per rule each.
+const traceBuffer = 8 << 20
+
+func (t *Tracer) open(target netns.Target) (s *space, err error) {
+	s = &space{target: target, hooks: map[chainKey]string{}, positions: map[chainKey]map[uint64]int{}, current: map[uint32]where{}}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.file, err = os.Open(target.Path); err != nil {
+		return nil, err
+	}
+	fd := int(s.file.Fd())
+	if s.traces, err = netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: fd}); err != nil {
+		return nil, fmt.Errorf("trace socket: %w", err)
+	}
+	if err = s.traces.JoinGroup(unix.NFNLGRP_NFTRACE); err != nil {
+		return nil, fmt.Errorf("join the trace group: %w", err)
+	}
+	if err = s.traces.SetReadBuffer(traceBuffer); err != nil {
+		return nil, fmt.Errorf("trace socket buffer: %w", err)
+	}
+	if s.lookup, err = nftables.New(nftables.WithNetNSFd(fd)); err != nil {
+		return nil, err
+	}
+	if s.owner, err = netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: fd}); err != nil {
+		return nil, fmt.Errorf("nftables socket: %w", err)
+	}
+	if err = s.addTable(t.table); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// addTable sends the table's batch and takes the kernel's answer to each
+// of its requests.
+func (s *space) addTable(batch []netlink.Message) error {
+	sent, err := s.owner.SendMessages(batch)
+	if err != nil {
+		return fmt.Errorf("add table %s: %w", TableName, err)
+	}
+	for _, m := range sent {
+		if m.Header.Flags&netlink.Acknowledge == 0 {
+			continue
+		}
+		if _, err := s.owner.Receive(); err != nil {
+			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("add table %s: %w (the kernel has no owned nftables tables: 5.12 or later needed)", TableName, err)
+			}
+			return fmt.Errorf("add table %s: %w", TableName, err)
+		}
+	}
+	return nil
+}
+
+func (s *space) close() {
+	if s.traces != nil {
+		s.traces.Close()
+	}
+	if s.owner != nil {
+		s.owner.Close()
+	}
+	if s.file != nil {
+		s.file.Close()
+	}
+}
+
+// read delivers the namespace's trace steps until its socket closes.
+func (s *space) read(t *Tracer) {
+	for {
+		msgs, err := s.traces.Receive()
+		if err != nil {
+			if errors.Is(err, unix.ENOBUFS) {
+				t.lost.Add(1)
+				continue
+			}
+			if !errors.Is(err, os.ErrClosed) && !isClosing(t) {
+				t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
+			}
+			return
+		}
+		at := kernel.MonotonicNow()
+		for _, m := range msgs {
+			if m.Header.Type != traceType {
+				continue
+			}
+			st, err := decodeStep(m.Data)
+			if err != nil {
+				t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
+				continue
+			}
+			if tr, ok := s.resolve(st, at); ok {
+				t.steps(tr)
+			}
+		}
+	}
+}
+
+func isClosing(t *Tracer) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// resolve places a step: the hook it happened at (its base chain's, or for
+// a chain jumped to, the hook the packet's trace is in), the packet (as
+// the last step that carried its headers saw it) and the rule's position
+// in its chain. Steps of nettrace's own table, of other families and of
+// packets never seen with an IPv4 header are left out.
+func (s *space) resolve(st step, at uint64) (ruleset.Trace, bool) {
+	if st.table == TableName || st.nfproto != unix.NFPROTO_IPV4 {
+		return ruleset.Trace{}, false
+	}
+	if s.stale.Swap(false) {
+		clear(s.hooks)
+		clear(s.positions)
+	}
+	k := chainKey{st.table, st.chain}
+	hook, base := s.hooks[k]
+	if !base {
+		if _, known := s.positions[k]; !known {
+			s.readChains()
+			hook, base = s.hooks[k]
+		}
+	}
+	// Trace ids are hashes: the map is emptied now and then rather than
+	// aged.
+	if len(s.current) > 1<<14 {
+		clear(s.current)
+	}
+	w, seen := s.current[st.id]
+	if base {
+		w.hook = hook
+	}
+	if st.hasPacket {
+		w.packet, seen = st.packet, true
+	}
+	if !seen || w.hook == "" {
+		return ruleset.Trace{}, false
+	}
+	s.current[st.id] = w
+	tr := ruleset.Trace{Netns: s.target.Inode, Time: at, ID: st.id, Hook: w.hook, Packet: w.packet, Kind: st.kind,
+		Table: st.table, Chain: st.chain, Handle: st.handle, Verdict: st.verdict}
+	if st.kind == ruleset.TraceRule {
+		tr.Position = s.position(k, st.handle)
+	}
+	return tr, true
+}
+
+// readChains learns the hooks of the namespace's IPv4 base chains, and
+// marks every chain known.
+func (s *space) readChains() {
+	chains, err := s.lookup.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+	if err != nil {
+		return
+	}
+	for _, c := range chains {
+		k := chainKey{c.Table.Name, c.Name}
+		if c.Hooknum != nil {
+			s.hooks[k] = event.Hook(*c.Hooknum).String()
+		}
+		if _, ok := s.positions[k]; !ok {
+			s.positions[k] = nil
+		}
+	}
+}
+
+// position is the 1-based position of the rule with handle in its chain;
+// 0 when the chain no longer has it.
+func (s *space) position(k chainKey, handle uint64) int {
+	if p, ok := s.positions[k][handle]; ok {
+		return p
+	}
+	rules, err := s.lookup.GetRules(&nftables.Table{Name: k.table, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: k.chain})
+	if err != nil {
+		return 0
+	}
+	byHandle := make(map[uint64]int, len(rules))
+	for i, r := range rules {
+		byHandle[r.Handle] = i + 1
+	}
+	s.positions[k] = byHandle
+	return byHandle[handle]
+}

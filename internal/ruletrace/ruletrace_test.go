@@ -1,0 +1,152 @@
+package ruletrace
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/pkg/filter"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+)
+
+// newNamespace creates a namespace with a veth pair, one end on
+// 10.99.0.2/24, and
+// runs setup in it (each command under ip netns exec); all is undone with
+// the test.
+func newNamespace(t *testing.T, setup ...string) netns.Target {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables): make deps installs it")
+	}
+	name := fmt.Sprintf("nt-ruletrace-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	base := []string{"ip link set lo up", "ip link add d0 type veth peer name d1", "ip addr add 10.99.0.2/24 dev d0", "ip link set d0 up", "ip link set d1 up"}
+	for _, cmd := range append(base, setup...) {
+		inNamespace(t, name, cmd)
+	}
+	targets, err := netns.Resolve([]string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return targets[0]
+}
+
+func inNamespace(t *testing.T, name, cmd string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", name, "bash", "-c", cmd).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", cmd, err, out)
+	}
+	return string(out)
+}
+
+// collector gathers the steps a Tracer delivers.
+type collector struct {
+	mu       sync.Mutex
+	steps    []ruleset.Trace
+	reported []error
+}
+
+func (c *collector) report(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reported = append(c.reported, err)
+}
+
+func (c *collector) add(t ruleset.Trace) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.steps = append(c.steps, t)
+}
+
+// waitFor returns the first step that satisfies ok, within 5 s.
+func (c *collector) waitFor(t *testing.T, what string, ok func(ruleset.Trace) bool) ruleset.Trace {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c.mu.Lock()
+		for _, s := range c.steps {
+			if ok(s) {
+				c.mu.Unlock()
+				return s
+			}
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Fatalf("no step %s among %d: %+v (reported: %v)", what, len(c.steps), c.steps, c.reported)
+	return ruleset.Trace{}
+}
+
+// TestTracesNameRulesAndLeaveNothing traces real packets through real
+// iptables-nft rules: the DNAT rule of a chain jumped to and a DROP are
+// reported at their positions, packets the filter leaves out are not
+// traced, and Close leaves the ruleset as it was (counters aside: the
+// test's packets move them).
+func TestTracesNameRulesAndLeaveNothing(t *testing.T) {
+	target := newNamespace(t,
+		"iptables -t nat -N TEST-SVC",
+		"iptables -t nat -A OUTPUT -d 10.99.0.1 -j TEST-SVC",
+		"iptables -t nat -A TEST-SVC -p udp --dport 9 -j RETURN",
+		"iptables -t nat -A TEST-SVC -p udp --dport 7 -m comment --comment svc -j DNAT --to-destination 127.0.0.1:7",
+		"iptables -A OUTPUT -p udp --dport 8 -j DROP")
+	before := inNamespace(t, target.Name, "nft --stateless list ruleset")
+	prog, err := filter.Compile("udp and host 10.99.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got collector
+	tr, err := Start([]netns.Target{target}, prog, got.add, got.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if len(got.reported) > 0 {
+		t.Fatalf("reported: %v", got.reported)
+	}
+	if tables := inNamespace(t, target.Name, "nft list tables"); !strings.Contains(tables, "table ip "+TableName) {
+		t.Fatalf("no table of nettrace's while tracing:\n%s", tables)
+	}
+	inNamespace(t, target.Name, "echo x > /dev/udp/10.99.0.1/7; echo x > /dev/udp/10.99.0.1/8 || true; "+
+		"timeout 1 bash -c 'echo x > /dev/tcp/10.99.0.1/7' || true")
+
+	service := netip.MustParseAddr("10.99.0.1")
+	dnat := got.waitFor(t, "of the DNAT rule", func(s ruleset.Trace) bool {
+		return s.Table == "nat" && s.Chain == "TEST-SVC" && s.Verdict == "accept"
+	})
+	if dnat.Position != 2 || dnat.Hook != "OUTPUT" || dnat.Packet.Dst != service || dnat.Packet.Dport != 7 || dnat.Netns != target.Inode || dnat.Handle == 0 {
+		t.Errorf("DNAT step: %+v", dnat)
+	}
+	jump := got.waitFor(t, "of the jump", func(s ruleset.Trace) bool { return s.ID == dnat.ID && s.Verdict == "jump TEST-SVC" })
+	if jump.Chain != "OUTPUT" || jump.Position != 1 {
+		t.Errorf("jump step: %+v", jump)
+	}
+	drop := got.waitFor(t, "of the DROP", func(s ruleset.Trace) bool { return s.Table == "filter" && s.Verdict == "drop" })
+	if drop.Chain != "OUTPUT" || drop.Position != 1 || drop.Packet.Dport != 8 || drop.Hook != "OUTPUT" {
+		t.Errorf("DROP step: %+v", drop)
+	}
+	got.mu.Lock()
+	for _, s := range got.steps {
+		if s.Packet.Proto != 17 || s.Table == TableName {
+			t.Errorf("step of a packet the filter leaves out, or of nettrace's table: %+v", s)
+		}
+	}
+	got.mu.Unlock()
+
+	tr.Close()
+	if after := inNamespace(t, target.Name, "nft --stateless list ruleset"); after != before {
+		t.Errorf("the ruleset changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
