@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,9 @@ type labRun struct {
 	flows        []output.JSONFlow
 	explanations []output.JSONExplanation
 	summary      map[string]any
+	// traced says nettrace traced the rules (--rules): findings name their
+	// rule as traced, not attributed from the ruleset.
+	traced bool
 }
 
 // runOptions say how a scenario is run and watched.
@@ -105,7 +109,7 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 		t.Logf("%s: %s", x.Rule, x.Summary)
 	}
 	requireSameReplay(t, recording, tr)
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules")}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -255,8 +259,8 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 			"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
 		// The stale flannel RETURN for node 2's subnet, before the
 		// MASQUERADE it kept the SYN from.
-		namedRule(t, xs[0], lab.NsNode1, "decided", "-d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN")
-		namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment \"flanneld masq\" -j MASQUERADE")
+		r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN")
+		r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment \"flanneld masq\" -j MASQUERADE")
 		return
 	}
 	if res[lab.Connected] != 1 {
@@ -365,8 +369,8 @@ func checkStaleHostPort(t *testing.T, r labRun, healthy bool) {
 	xs := r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
 		lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
 	// The stale CNI-DN chain's DNAT, and the live chain's behind it.
-	namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.DeadHostPortPod+":443")
-	namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+lab.LiveHostPortPod+":443")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.DeadHostPortPod+":443")
+	r.namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+lab.LiveHostPortPod+":443")
 }
 
 func checkHairpin(t *testing.T, r labRun, healthy bool) {
@@ -405,7 +409,7 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	}
 	xs := r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
 		"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
-	namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.IngressPodIP+":443")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.IngressPodIP+":443")
 }
 
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
@@ -436,10 +440,10 @@ func eachScenario(t *testing.T, test func(t *testing.T, c scenarioCheck, name st
 }
 
 // Each incident and its healthy twin, on a quiet lab, with the incident's
-// filter.
+// filter and its rules traced.
 func TestLab(t *testing.T) {
 	eachScenario(t, func(t *testing.T, c scenarioCheck, name string, healthy bool) {
-		c.check(t, runScenario(t, name, c.filter), healthy)
+		c.check(t, runScenario(t, name, c.filter, "--rules"), healthy)
 	})
 }
 

@@ -15,8 +15,10 @@ import (
 
 // namedRule requires a finding to name, in a role, the rule of a
 // namespace's live ruleset whose iptables-save line contains want: the
-// same text, chain and position as iptables-save prints it now.
-func namedRule(t *testing.T, x output.JSONExplanation, ns, role, want string) {
+// same text, chain and position as iptables-save prints it now; the rule
+// that decided as the kernel traced it (its nftables handle known) when
+// the run traced rules, every other from the ruleset.
+func (r labRun) namedRule(t *testing.T, x output.JSONExplanation, ns, role, want string) {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", ns, "iptables-save").Output()
 	if err != nil {
@@ -44,12 +46,16 @@ func namedRule(t *testing.T, x output.JSONExplanation, ns, role, want string) {
 	if line == "" {
 		t.Fatalf("no rule of %s contains %q:\n%s", ns, want, out)
 	}
-	for _, r := range x.NetfilterRules {
-		if r.Role != role {
+	source := "ruleset"
+	if r.traced && role == "decided" {
+		source = "traced"
+	}
+	for _, n := range x.NetfilterRules {
+		if n.Role != role {
 			continue
 		}
-		if r.Text != line || r.Chain != chain || r.Position != pos || r.Source != "ruleset" || r.Netns != ns {
-			t.Errorf("%s rule named: %s %s %d %q (%s), iptables-save: %s %d %q", role, r.Netns, r.Chain, r.Position, r.Text, r.Source, chain, pos, line)
+		if n.Text != line || n.Chain != chain || n.Position != pos || n.Source != source || n.Netns != ns || (source == "traced") != (n.Handle != 0) {
+			t.Errorf("%s rule named: %s %s %d %q (%s, handle %d), iptables-save: %s %d %q (%s)", role, n.Netns, n.Chain, n.Position, n.Text, n.Source, n.Handle, chain, pos, line, source)
 		}
 		return
 	}
@@ -86,46 +92,59 @@ func waitForRuleset(t *testing.T, recording string, ino uint32, text string) {
 }
 
 // A DROP rule is named by the dropped-by-netfilter finding as
-// iptables-save prints it; a rule inserted during the run is named for the
-// packets it drops from then on, while the packets dropped before are
-// still named by the rule as it stood (its position then); replay names
-// the same rules.
+// iptables-save prints it, traced (--rules) and from the ruleset alone; a
+// rule inserted during the run is named for the packets it drops from then
+// on, while the packets dropped before are still named by the rule as it
+// stood (its position then); replay names the same rules.
 func TestDropRuleNamedAndFollowed(t *testing.T) {
-	a, b := newNetns(t, "a"), newNetns(t, "b")
-	veth(t, a, "a0", "10.98.3.1/24", b, "b0", "10.98.3.2/24")
-	script(t, `ip netns exec `+b+` iptables -A INPUT -p tcp --dport 9001 -m comment --comment first -j DROP`)
-	recording := filepath.Join(t.TempDir(), "rules.ntrace")
-	w := startWatch(t, "-w", recording, "--netns", a, "--netns", b, "host 10.98.3.2")
-	if err := dial(t, a, "", "10.98.3.2:9001", 500*time.Millisecond); err == nil {
-		t.Fatal("connected through the DROP rule")
-	}
-	script(t, `ip netns exec `+b+` iptables -I INPUT -p tcp --dport 9003 -m comment --comment added -j DROP`)
-	waitForRuleset(t, recording, netnsInode(t, b), "--dport 9003")
-	if err := dial(t, a, "", "10.98.3.2:9003", 500*time.Millisecond); err == nil {
-		t.Fatal("connected through the added DROP rule")
-	}
-	tr := w.stop(t)
-	var seen []string
-	for _, x := range tr.explanations {
-		if x.Rule != "dropped-by-netfilter" {
-			continue
-		}
-		switch {
-		case strings.Contains(x.Summary, ":9001"):
-			// Position 1 when it dropped; 2 in today's ruleset.
-			if len(x.NetfilterRules) != 1 || x.NetfilterRules[0].Position != 1 || x.NetfilterRules[0].Comment != "first" {
-				t.Errorf("9001: %+v", x.NetfilterRules)
+	for _, traced := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ruleset", true: "traced"}[traced], func(t *testing.T) {
+			a, b := newNetns(t, "a"), newNetns(t, "b")
+			veth(t, a, "a0", "10.98.3.1/24", b, "b0", "10.98.3.2/24")
+			script(t, `ip netns exec `+b+` iptables -A INPUT -p tcp --dport 9001 -m comment --comment first -j DROP`)
+			before := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset")
+			recording := filepath.Join(t.TempDir(), "rules.ntrace")
+			args := []string{"-w", recording, "--netns", a, "--netns", b, "host 10.98.3.2"}
+			if traced {
+				args = append(args, "--rules")
 			}
-			seen = append(seen, "9001")
-		case strings.Contains(x.Summary, ":9003"):
-			namedRule(t, x, b, "decided", "--dport 9003")
-			seen = append(seen, "9003")
-		}
+			w := startWatch(t, args...)
+			if err := dial(t, a, "", "10.98.3.2:9001", 500*time.Millisecond); err == nil {
+				t.Fatal("connected through the DROP rule")
+			}
+			script(t, `ip netns exec `+b+` iptables -I INPUT -p tcp --dport 9003 -m comment --comment added -j DROP`)
+			waitForRuleset(t, recording, netnsInode(t, b), "--dport 9003")
+			if err := dial(t, a, "", "10.98.3.2:9003", 500*time.Millisecond); err == nil {
+				t.Fatal("connected through the added DROP rule")
+			}
+			tr := w.stop(t)
+			var seen []string
+			for _, x := range tr.explanations {
+				if x.Rule != "dropped-by-netfilter" {
+					continue
+				}
+				switch {
+				case strings.Contains(x.Summary, ":9001"):
+					// Position 1 when it dropped; 2 in today's ruleset.
+					if len(x.NetfilterRules) != 1 || x.NetfilterRules[0].Position != 1 || x.NetfilterRules[0].Comment != "first" {
+						t.Errorf("9001: %+v", x.NetfilterRules)
+					}
+					seen = append(seen, "9001")
+				case strings.Contains(x.Summary, ":9003"):
+					labRun{traced: traced}.namedRule(t, x, b, "decided", "--dport 9003")
+					seen = append(seen, "9003")
+				}
+			}
+			if strings.Join(seen, " ") != "9001 9003" && strings.Join(seen, " ") != "9003 9001" {
+				t.Fatalf("dropped-by-netfilter findings for %v, want 9001 and 9003:\n%+v", seen, tr.explanations)
+			}
+			requireSameReplay(t, recording, tr)
+			script(t, `ip netns exec `+b+` iptables -D INPUT 1`)
+			if after := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset"); after != before {
+				t.Errorf("the ruleset is not as before:\n%s\nafter:\n%s", before, after)
+			}
+		})
 	}
-	if strings.Join(seen, " ") != "9001 9003" && strings.Join(seen, " ") != "9003 9001" {
-		t.Fatalf("dropped-by-netfilter findings for %v, want 9001 and 9003:\n%+v", seen, tr.explanations)
-	}
-	requireSameReplay(t, recording, tr)
 }
 
 // netnsInode is a named namespace's inode, as events carry it.

@@ -37,8 +37,10 @@ type pipeline struct {
 	err        error
 	// rulesets are the namespaces' rulesets the findings name rules from;
 	// ruleChanges brings new ones while watching.
-	rulesets    *ruleset.History
-	ruleChanges <-chan ruleset.Snapshot
+	rulesets     *ruleset.History
+	ruleChanges  <-chan ruleset.Snapshot
+	ruleTraces   <-chan ruleset.Trace
+	rulesChanged func(netns uint32)
 
 	// ended carries finished flows, numbered, to the goroutines that
 	// explain and render them; rendered carries them on to the one that
@@ -104,6 +106,10 @@ type pipelineOptions struct {
 	// names then give to the findings; nil when none are read.
 	rulesets    *ruleset.History
 	ruleChanges <-chan ruleset.Snapshot
+	// ruleTraces are the trace steps to record; rulesChanged is told of
+	// each namespace whose ruleset changed (rule positions move).
+	ruleTraces   <-chan ruleset.Trace
+	rulesChanged func(netns uint32)
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -117,7 +123,8 @@ const maxKeptText = 64 << 10
 
 func newPipeline(o pipelineOptions) *pipeline {
 	p := &pipeline{names: o.names, rec: o.recorder, showEvents: o.events, limit: o.limit,
-		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout, rulesets: o.rulesets, ruleChanges: o.ruleChanges}
+		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout, rulesets: o.rulesets, ruleChanges: o.ruleChanges,
+		ruleTraces: o.ruleTraces, rulesChanged: o.rulesChanged}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
@@ -263,8 +270,23 @@ func (p *pipeline) addRuleset(s ruleset.Snapshot) {
 		return
 	}
 	p.rulesets.Add(s)
+	if p.rulesChanged != nil {
+		p.rulesChanged(s.Netns)
+	}
 	if p.rec != nil {
 		p.fail(p.rec.Ruleset(s))
+	}
+}
+
+// recordRuleTraces writes the trace steps read since the last tick.
+func (p *pipeline) recordRuleTraces() {
+	for {
+		select {
+		case t := <-p.ruleTraces:
+			p.fail(p.rec.RuleTrace(&t))
+		default:
+			return
+		}
 	}
 }
 
@@ -279,6 +301,9 @@ func (p *pipeline) tick(now uint64) {
 			more = false
 		}
 	}
+	if p.rec != nil {
+		p.recordRuleTraces()
+	}
 	p.corr.Expire(now, p.flowDone)
 	if p.rec != nil {
 		p.fail(p.rec.Flush())
@@ -288,6 +313,9 @@ func (p *pipeline) tick(now uint64) {
 // finish ends every flow and writes the summary: on stderr, and as the
 // last JSON object.
 func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.Summary {
+	if p.rec != nil {
+		p.recordRuleTraces()
+	}
 	p.corr.Flush(p.flowDone)
 	if p.ended != nil {
 		close(p.ended)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/internal/probe"
+	"github.com/nettrace-dev/nettrace/internal/ruletrace"
 	"github.com/nettrace-dev/nettrace/internal/rulewatch"
 	"github.com/nettrace-dev/nettrace/internal/synwatch"
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -48,6 +50,7 @@ type watchFlags struct {
 	snapLen   uint32
 	write     string
 	all       bool
+	rules     bool
 }
 
 // captureFlags are the flags of every command that attaches (watch, record).
@@ -61,6 +64,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.Uint32Var(&f.snapLen, "snaplen", defaultSnapLen, fmt.Sprintf("bytes of each packet kept, from its IP header (0 to %d); 128 holds IP, TCP/UDP, vxlan and the inner headers", probe.MaxSnapLen))
 	fl.StringVarP(&f.write, "write", "w", "", "also record to this file (replay it with nettrace replay)")
 	fl.BoolVar(&f.all, "all-packets", false, "report every data and ACK segment of established TCP connections (by default: only their drops)")
+	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")
 }
 
 func newWatchCommand(g *globalFlags) *cobra.Command {
@@ -84,11 +88,18 @@ or fentry) are linked in the current namespace and every namespace under
 
 Explanations name the iptables rule behind them (the RETURN that skipped a
 MASQUERADE, the DNAT to a dead pod, the DROP): watch reads each namespace's
-ruleset with iptables-save as it starts and again after every change. It
-only reads them: nothing in any ruleset changes.`,
+ruleset with iptables-save as it starts and again after every change, and
+attributes each outcome to the rule that yields it. With --rules the kernel
+itself says which rules each selected packet went through (nftables
+tracing): watch adds a table of its own, "nettrace", to each watched
+namespace, whose chains mark the packets FILTER selects for tracing
+(at most 5000 a second per rule). The kernel removes that table when
+nettrace exits, even when it is killed; nothing else in any ruleset
+changes. Without --rules nothing in any ruleset changes at all.`,
 		Example: `  nettrace watch 'tcp and host 10.96.0.10 and port 80'
   nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > trace.jsonl
-  nettrace watch -w incident.ntrace --duration 30s 'port 30285'`,
+  nettrace watch -w incident.ntrace --duration 30s 'port 30285'
+  nettrace watch --rules 'tcp and dst port 30285'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
 			if err != nil {
@@ -116,10 +127,12 @@ func newRecordCommand(g *globalFlags) *cobra.Command {
 replay needs to explain them on another machine (the kernel's drop-reason
 names, namespace and device names, the observation points and their
 methods, each namespace's iptables ruleset and its changes, lost-event
-counts). The file is written as a stream: one cut off
+counts, and with --rules the rules each packet was traced through). The
+file is written as a stream: one cut off
 by a crash or a full disk replays up to its last complete record. It is
 readable by its owner only (0600): it holds packet headers.`,
 		Example: `  nettrace record -w incident.ntrace --duration 60s 'host 10.96.0.10'
+  nettrace record -w incident.ntrace --rules 'host 10.96.0.10'
   nettrace replay incident.ntrace`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -137,6 +150,11 @@ readable by its owner only (0600): it holds packet headers.`,
 	f.flowIdle, f.maxFlows, f.maxPkts = flow.DefaultConfig.Idle, flow.DefaultConfig.MaxFlows, flow.DefaultConfig.MaxPackets
 	return cmd
 }
+
+// tracedBacklog bounds the trace steps waiting to be recorded: past it
+// steps are counted and not recorded (a recording replayed names those
+// packets' rules from the ruleset).
+const tracedBacklog = 1 << 14
 
 // defaultSnapLen holds IP, TCP/UDP, vxlan and the inner headers.
 const defaultSnapLen = 128
@@ -204,12 +222,16 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		Filter: expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
 	namer := netns.NewNamer(targets)
 	var rulesets ruleset.History
+	var ruleTraces ruleset.Traces
 	names := output.Names{
 		DropReason: func(r uint32) string { return reasons[r] },
 		Symbol:     syms.Name,
 		Netns:      namer.Name,
 		Wall:       meta.Wall,
 		Rulesets:   rulesets.At,
+	}
+	if f.rules {
+		names.RuleTraces = ruleTraces.Pass
 	}
 	var rec *trace.Writer
 	if f.write != "" {
@@ -234,9 +256,36 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		defer rules.Close()
 		ruleChanges = rules.Changes()
 	}
+	// With --rules, the rules each selected packet goes through, as the
+	// kernel traces them.
+	var tracer *ruletrace.Tracer
+	var traced chan ruleset.Trace
+	var unrecorded atomic.Uint64
+	var rulesChanged func(uint32)
+	if f.rules {
+		if rec != nil {
+			traced = make(chan ruleset.Trace, tracedBacklog)
+		}
+		tracer, err = ruletrace.Start(targets, prog, func(t ruleset.Trace) {
+			ruleTraces.Add(t)
+			if traced != nil {
+				select {
+				case traced <- t:
+				default:
+					unrecorded.Add(1)
+				}
+			}
+		}, func(err error) { log.Warn().Err(err).Msg("rules named from the ruleset only") })
+		if err != nil {
+			log.Warn().Err(err).Msg("rules named from the ruleset only")
+		} else {
+			defer tracer.Close()
+			rulesChanged = tracer.Invalidate
+		}
+	}
 	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
 		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec,
-		rulesets: &rulesets, ruleChanges: ruleChanges})}
+		rulesets: &rulesets, ruleChanges: ruleChanges, ruleTraces: traced, rulesChanged: rulesChanged})}
 	for _, s := range firstRulesets {
 		run.p.addRuleset(s)
 	}
@@ -263,6 +312,9 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 				if rules != nil {
 					rules.Add(t)
 				}
+				if tracer != nil {
+					tracer.Add(t)
+				}
 			}
 		}
 	}
@@ -273,6 +325,10 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		log.Warn().Err(lerr).Msg("lost counters unavailable")
 	}
 	run.p.finish(lost, time.Since(start))
+	if tracer != nil && (tracer.Lost() > 0 || unrecorded.Load() > 0) {
+		log.Warn().Uint64("lost_by_the_kernel", tracer.Lost()).Uint64("not_recorded", unrecorded.Load()).
+			Msg("some rule traces were not kept: those packets' rules are named from the ruleset")
+	}
 	if rec != nil {
 		cerr := rec.Close(trace.Summary{Events: pointNames(run.p.counts), Lost: pointNames(lost), Ended: time.Now().UTC()})
 		n, size := rec.Stats()

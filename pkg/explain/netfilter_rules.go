@@ -73,34 +73,37 @@ const (
 	SourceRuleset = "ruleset" // attributed from the ruleset and the outcome
 )
 
-// traced is the attribution of what table did at hook to the packet of e,
-// seen there with tuple t, from the kernel's trace of it; nil when the
-// packet was not traced there.
-func traced(n Names, rs *ruleset.Ruleset, e *event.Event, table string, hook event.Hook, t event.Tuple) *ruleset.Attribution {
+// tracedSteps are the kernel's trace of the packet of e at hook, seen
+// there with tuple t; nil when it was not traced there.
+func tracedSteps(n Names, e *event.Event, hook event.Hook, t event.Tuple) []ruleset.Trace {
 	rt, ok := n.(RuleTraces)
 	if !ok {
 		return nil
 	}
 	at := *e
 	at.Hook = hook
-	steps := rt.RuleTrace(e.Netns, hook.String(), ruleset.HookPacket(&at, t), e.Time)
-	if steps == nil {
-		return nil
-	}
-	return rs.Traced(table, hook.String(), steps)
+	return rt.RuleTrace(e.Netns, hook.String(), ruleset.HookPacket(&at, t), e.Time)
 }
 
-// confirm settles an attribution from the ruleset with the trace's: the
-// walk's when the trace went through the same rule (it also knows the NAT
-// rule skipped and the rules that would choose elsewhere), with nothing
-// left assumed; the trace's otherwise. The source says which.
-func confirm(walked, tr *ruleset.Attribution) (*ruleset.Attribution, string) {
+// confirm settles an attribution from the ruleset with the packet's traced
+// steps: the walk's when the trace went through its rule (the walk also
+// knows the NAT rule skipped and the rules that would choose elsewhere),
+// with nothing left assumed; the trace's own otherwise. The source says
+// which.
+func confirm(rs *ruleset.Ruleset, walked *ruleset.Attribution, table, hook string, steps []ruleset.Trace) (*ruleset.Attribution, string) {
+	tr := rs.Traced(table, hook, steps)
 	switch {
 	case tr == nil:
 		return walked, SourceRuleset
-	case walked != nil && walked.Rule == tr.Rule:
+	case walked != nil && walked.TracedIn(steps):
 		confirmed := *walked
-		confirmed.Assumed, confirmed.Handle = nil, tr.Handle
+		confirmed.Assumed = nil
+		confirmed.Handle = 0
+		for _, s := range steps {
+			if walked.Rule != nil && s.Kind == ruleset.TraceRule && s.Chain == walked.Rule.Chain && s.Position == walked.Rule.Position {
+				confirmed.Handle = s.Handle
+			}
+		}
 		return &confirmed, SourceTraced
 	}
 	if walked != nil {
@@ -158,13 +161,13 @@ func natRulesWith(n Names, e *event.Event, mark ruleset.Mark, other bool) ([]Net
 	if !ruleset.CrossesNAT(e) {
 		return nil, mark
 	}
-	a, source := confirm(rs.NATOf(e, mark), traced(n, rs, e, "nat", e.Hook, e.NAT.Pre))
+	a, source := confirm(rs, rs.NATOf(e, mark), "nat", e.Hook.String(), tracedSteps(n, e, e.Hook, e.NAT.Pre))
 	if a == nil {
 		return nil, mark
 	}
 	out := []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, source)}
 	if a.Skipped != nil {
-		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped, source))
+		out = append(out, named(rs, e, a, a.Skipped, RoleSkipped, SourceRuleset))
 	}
 	if other && a.Rule != nil && a.Rule.Target == "DNAT" {
 		pre := ruleset.HookPacket(e, e.NAT.Pre)
@@ -202,8 +205,9 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	for _, hook := range hooks {
+		steps := tracedSteps(n, e, hook, packetTuple(e))
 		for _, table := range dropTables {
-			if a := traced(n, rs, e, table, hook, packetTuple(e)); a != nil && a.Drops() {
+			if a := rs.Traced(table, hook.String(), steps); a != nil && a.Drops() {
 				return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, SourceTraced)}
 			}
 		}

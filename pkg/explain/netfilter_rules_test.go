@@ -147,3 +147,54 @@ func TestPacketNATRules(t *testing.T) {
 		t.Errorf("named\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestFindingsNameTracedRules: a rule the kernel traced the packet
+// through is named as traced, confirming the ruleset's attribution or
+// overruling it; steps of another packet (a later one with the same tuple)
+// are not taken.
+func TestFindingsNameTracedRules(t *testing.T) {
+	filter, err := ruleset.Parse(filterRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := fixture.NetfilterDrop()
+	drop := events[len(events)-1]
+	step := func(chain string, position int, verdict string, after uint64) ruleset.Trace {
+		return ruleset.Trace{Netns: drop.Netns, Time: drop.Time + after, ID: 7, Hook: "INPUT", Kind: ruleset.TraceRule,
+			Table: "filter", Chain: chain, Handle: 40 + uint64(position), Position: position, Verdict: verdict,
+			Packet: ruleset.Packet{Src: drop.Tuple.Src, Dst: drop.Tuple.Dst, Proto: drop.Tuple.Proto, Sport: drop.Tuple.Sport, Dport: drop.Tuple.Dport}}
+	}
+	policy := step("INPUT", 0, "drop", 50_000)
+	policy.Kind, policy.Handle = ruleset.TracePolicy, 0
+	for _, tc := range []struct {
+		name   string
+		steps  []ruleset.Trace
+		source string
+		named  string
+		handle uint64
+	}{
+		{"traced through the rule the ruleset names", []ruleset.Trace{step("INPUT", 2, "drop", 50_000)}, SourceTraced,
+			`-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`, 42},
+		{"traced to the chain's policy, which the ruleset does not say", []ruleset.Trace{policy}, SourceTraced, "", 0},
+		{"a trace of a packet seconds later", []ruleset.Trace{step("INPUT", 2, "drop", 5_000_000_000)}, SourceRuleset,
+			`-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`, 0},
+		{"no trace", nil, SourceRuleset,
+			`-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var traces ruleset.Traces
+			for _, s := range tc.steps {
+				traces.Add(s)
+			}
+			flows := flowsOf(t, events)
+			fd := droppedByNetfilter(flows[0], fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{2: filter}, Traces: &traces})
+			if fd == nil || len(fd.Rules) != 1 {
+				t.Fatalf("finding %+v", fd)
+			}
+			r := fd.Rules[0]
+			if r.Source != tc.source || r.Text != tc.named || r.Handle != tc.handle {
+				t.Errorf("named %s %q (handle %d), want %s %q (handle %d)", r.Source, r.Text, r.Handle, tc.source, tc.named, tc.handle)
+			}
+		})
+	}
+}

@@ -52,11 +52,12 @@ func (t *Trace) terminal() bool {
 
 // jumpTarget is the chain a jump or goto step entered, or "".
 func (t *Trace) jumpTarget() string {
-	if to, ok := strings.CutPrefix(t.Verdict, "jump "); ok {
-		return to
+	for _, prefix := range []string{"jump ", "goto "} {
+		if to, ok := strings.CutPrefix(t.Verdict, prefix); ok {
+			return to
+		}
 	}
-	to, _ := strings.CutPrefix(t.Verdict, "goto ")
-	return to
+	return ""
 }
 
 // traceKey is the packet a trace is looked up by: where it was seen and its
@@ -99,6 +100,10 @@ func (ts *Traces) Add(t Trace) {
 	ts.n++
 }
 
+// traceWindow is how long after an event a trace step of its packet may
+// be read: the reader runs behind the kernel by at most this much.
+const traceWindow = 2_000_000_000
+
 // traceSlack is how long before an event a trace step of its packet may
 // have been read: the clocks are the same, but the event's time is taken
 // at the hook while the trace is stamped when read, so only a step read
@@ -107,7 +112,8 @@ const traceSlack = 1_000_000
 
 // Pass returns the steps, in order, of the packet with tuple p seen at
 // hook in netns at kernel time at: of the traced packets with that tuple
-// there, the first read after it. nil when no trace of it was kept.
+// there, the first read after it (within traceWindow). nil when no trace
+// of it was kept.
 func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 	if ts == nil {
 		return nil
@@ -118,7 +124,7 @@ func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 	steps := append(ts.old[k][:len(ts.old[k]):len(ts.old[k])], ts.cur[k]...)
 	var best *Trace
 	for i := range steps {
-		if s := &steps[i]; s.Time+traceSlack >= at && (best == nil || s.Time < best.Time) {
+		if s := &steps[i]; s.Time+traceSlack >= at && s.Time <= at+traceWindow && (best == nil || s.Time < best.Time) {
 			best = s
 		}
 	}
@@ -136,8 +142,9 @@ func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 
 // Traced attributes what table did at hook to a packet from its traced
 // steps there: the rule whose verdict ended the hook's evaluation (a NAT
-// rule's accept, a drop), else the first RETURN rule that ended a chain
-// (before any NAT rule was reached), else the base chain's policy. Via are the traced jumps that led to it.
+// rule's accept, a drop), else the first RETURN rule that kept the packet
+// from a NAT rule later in its chain, else the first RETURN, else the base
+// chain's policy. Via are the traced jumps that led to it.
 // nil when the steps have none in table.
 func (rs *Ruleset) Traced(table, hook string, steps []Trace) *Attribution {
 	var decided *Trace
@@ -157,7 +164,8 @@ steps:
 		case s.Kind == TraceRule && s.terminal(), s.Kind == TracePolicy && s.Verdict == "drop":
 			decided, decidedVia = s, via
 			break steps
-		case decided == nil && (s.Kind == TraceRule && s.Verdict == "return" || s.Kind == TracePolicy):
+		case s.Kind == TraceRule && s.Verdict == "return" && (decided == nil || decided.Kind != TraceRule || !rs.skipsNAT(decided) && rs.skipsNAT(s)),
+			s.Kind == TracePolicy && decided == nil:
 			decided, decidedVia = s, append([]*Trace(nil), via...)
 		}
 	}
@@ -174,6 +182,35 @@ steps:
 		a.Via = append(a.Via, rs.tracedRule(j))
 	}
 	return a
+}
+
+// skipsNAT says whether a traced RETURN's chain has a NAT rule after it.
+func (rs *Ruleset) skipsNAT(s *Trace) bool {
+	if rs == nil || rs.Tables[s.Table] == nil || rs.Tables[s.Table].Chains[s.Chain] == nil {
+		return false
+	}
+	rules := rs.Tables[s.Table].Chains[s.Chain].Rules
+	for i := s.Position; i >= 1 && i < len(rules); i++ {
+		if isNAT(rules[i].Target) {
+			return true
+		}
+	}
+	return false
+}
+
+// TracedIn says whether the steps went through the attribution's rule
+// (matched it), or ended in its chain's policy.
+func (a *Attribution) TracedIn(steps []Trace) bool {
+	for _, s := range steps {
+		if s.Table != a.Table || s.Hook != a.Hook {
+			continue
+		}
+		if a.Rule == nil && s.Kind == TracePolicy ||
+			a.Rule != nil && s.Kind == TraceRule && s.Chain == a.Rule.Chain && s.Position == a.Rule.Position {
+			return true
+		}
+	}
+	return false
 }
 
 // tracedRule is the ruleset's rule a step names, or one made of the step
