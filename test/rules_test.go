@@ -11,6 +11,7 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	ntrace "github.com/nettrace-dev/nettrace/pkg/trace"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
 // namedRule requires a finding to name, in a role, the rule of a
@@ -155,4 +156,58 @@ func netnsInode(t *testing.T, name string) uint32 {
 		t.Fatal(err)
 	}
 	return uint32(st.Ino)
+}
+
+// Tracing rules (--rules) adds a table to each watched namespace and
+// leaves nothing behind: after SIGINT and after SIGKILL, no namespace has
+// a table of nettrace's and every ruleset is as it was (counters aside:
+// the scenario's packets move them).
+func TestRulesTableLeavesNoResidue(t *testing.T) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (Debian package nftables): make deps installs it")
+	}
+	for _, stop := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(stop.String(), func(t *testing.T) {
+			sc, err := lab.Up("snat-missing", labBin)
+			t.Cleanup(func() {
+				if err := lab.Down(); err != nil {
+					t.Errorf("lab down: %v", err)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rulesets := func() map[string]string {
+				out := map[string]string{}
+				for _, ns := range lab.Namespaces() {
+					out[ns] = sh(t, "ip", "netns", "exec", ns, "nft", "--stateless", "list", "ruleset")
+				}
+				return out
+			}
+			before := rulesets()
+			args := []string{"--rules", "host " + lab.SNATServiceIP}
+			for _, ns := range lab.Namespaces() {
+				args = append(args, "--netns", ns)
+			}
+			w := startWatch(t, args...)
+			for _, ns := range lab.Namespaces() {
+				if tables := sh(t, "ip", "netns", "exec", ns, "nft", "list", "tables"); !strings.Contains(tables, "table ip nettrace\n") {
+					t.Fatalf("%s has no table of nettrace's while it traces:\n%s", ns, tables)
+				}
+			}
+			if _, err := lab.Traffic(sc); err != nil {
+				t.Fatal(err)
+			}
+			w.cmd.Process.Signal(stop)
+			w.cmd.Wait()
+			for ns, was := range before {
+				if tables := sh(t, "ip", "netns", "exec", ns, "nft", "list", "tables"); strings.Contains(tables, "nettrace") {
+					t.Errorf("%s after %s: %s", ns, stop, tables)
+				}
+				if now := sh(t, "ip", "netns", "exec", ns, "nft", "--stateless", "list", "ruleset"); now != was {
+					t.Errorf("%s's ruleset after %s:\n%s\nbefore:\n%s", ns, stop, now, was)
+				}
+			}
+		})
+	}
 }

@@ -41,8 +41,8 @@ else
 	depmod -b "$ROOT" "$KVER"
 	# What the lab and the tests need: conntrack and NAT, iptables on
 	# nf_tables with the matches and targets the lab's rules use, vxlan,
-	# veth, bridge.
-	for m in nf_conntrack nf_nat nf_tables nft_compat nft_chain_nat nft_masq xt_nat xt_MASQUERADE xt_comment \
+	# veth, bridge; nft_limit for the --rules table.
+	for m in nf_conntrack nf_nat nf_tables nft_compat nft_limit nft_chain_nat nft_masq xt_nat xt_MASQUERADE xt_comment \
 		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack nf_conntrack_netlink veth vxlan \
 		bridge br_netfilter tcp_diag; do
 		modprobe -d "$ROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
@@ -73,6 +73,7 @@ cp /bin/busybox "$INITRD/bin/busybox"
 copy_with_libs /usr/sbin/ip sbin/ip
 copy_with_libs /usr/sbin/bridge sbin/bridge
 copy_with_libs /usr/sbin/xtables-nft-multi sbin/xtables-nft-multi
+copy_with_libs /usr/sbin/nft sbin/nft
 for t in iptables iptables-restore iptables-save; do ln -s xtables-nft-multi "$INITRD/sbin/$t"; done
 XT=/usr/lib/x86_64-linux-gnu/xtables
 mkdir -p "$INITRD$XT"
@@ -109,7 +110,7 @@ echo "VMTEST: kernel $(uname -r)"
 echo "VMTEST: running tests"
 cd /tmp
 NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab /nettrace.test -test.v -test.count=1 -test.timeout 25m \
-	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestVXLAN|TestSYNAccept|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'
+	-test.run 'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYNAccept|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'
 if [ $? -eq 0 ]; then echo "VMTEST RESULT: PASS"; else echo "VMTEST RESULT: FAIL"; fi
 poweroff -f
 INIT
