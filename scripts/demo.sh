@@ -25,8 +25,8 @@ NS=()
 for ns in $(ip netns list | awk '/^ntlab-/ {print $1}'); do NS+=(--netns "$ns"); done
 
 FILTER='host 10.96.0.10'
-echo "== nettrace watch '$FILTER' (lab namespaces)"
-"$NETTRACE" watch "${NS[@]}" --ready-file "$OUT/ready" --duration 60s "$FILTER" &
+echo "== nettrace watch --rules '$FILTER' (lab namespaces)"
+"$NETTRACE" watch --rules "${NS[@]}" --ready-file "$OUT/ready" --duration 60s "$FILTER" &
 WATCH=$!
 for _ in $(seq 200); do [ -f "$OUT/ready" ] && break; sleep 0.1; done
 [ -f "$OUT/ready" ] || { echo "demo: nettrace did not attach" >&2; exit 1; }

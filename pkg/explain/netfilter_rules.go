@@ -283,6 +283,9 @@ func (r NetfilterRule) Step() string {
 	case RoleOther:
 		return "also matching: " + r.String() + " -> " + r.target()
 	}
+	if r.Source == SourceTraced {
+		return "rule: " + r.String() + ", traced"
+	}
 	return "rule: " + r.String()
 }
 
@@ -336,7 +339,10 @@ func ruleFacts(n Names, e *event.Event, rules []NetfilterRule) []Evidence {
 			continue
 		}
 		fact := fmt.Sprintf("%s %s %s rule %d %s: %s", n.NetnsName(r.Netns), r.Table, r.Chain, r.Position, roleWords[r.Role], r.Text)
-		if len(r.Assumed) > 0 {
+		switch {
+		case r.Source == SourceTraced:
+			fact += fmt.Sprintf(" (traced by the kernel: nftables handle %d)", r.Handle)
+		case len(r.Assumed) > 0:
 			fact += " (assuming " + strings.Join(r.Assumed, ", ") + ", as the outcome shows)"
 		}
 		out = append(out, evidence(n, e, "%s", fact))
