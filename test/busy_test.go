@@ -14,7 +14,8 @@ import (
 // multicast and broadcast), watched as a user would on a busy node: with
 // the incident's filter, and with no filter on every namespace. Each run
 // must name exactly the incident's fault on the faulty connection's flow,
-// nothing on the healthy twin, and (unfiltered) one flow per background
+// with its rule (traced when filtered, from the ruleset when not), nothing
+// on the healthy twin, and (unfiltered) one flow per background
 // connection, none holding two.
 func TestBusyLab(t *testing.T) {
 	eachScenario(t, func(t *testing.T, c scenarioCheck, name string, healthy bool) {
@@ -26,7 +27,9 @@ func TestBusyLab(t *testing.T) {
 				// Unfiltered, every background packet is reported: a ring
 				// buffer that holds the whole run, so that a slow machine
 				// (the TCG guest) loses nothing while user space catches up.
-				var args []string
+				// Filtered, the rules are traced (--rules); unfiltered they
+				// are attributed from the rulesets.
+				args := []string{"--rules"}
 				if mode.all {
 					args = []string{"--ring-size", "67108864"}
 				}

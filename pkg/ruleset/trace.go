@@ -142,9 +142,10 @@ func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 
 // Traced attributes what table did at hook to a packet from its traced
 // steps there: the rule whose verdict ended the hook's evaluation (a NAT
-// rule's accept, a drop), else the first RETURN rule that kept the packet
-// from a NAT rule later in its chain, else the first RETURN, else the base
-// chain's policy. Via are the traced jumps that led to it.
+// rule's accept, a drop), else the last RETURN rule that kept the packet
+// from a NAT rule later in its chain (after an earlier one the packet still
+// went on to other NAT rules), else the first RETURN, else the base chain's
+// policy. Via are the traced jumps that led to it.
 // nil when the steps have none in table.
 func (rs *Ruleset) Traced(table, hook string, steps []Trace) *Attribution {
 	var decided *Trace
@@ -164,7 +165,7 @@ steps:
 		case s.Kind == TraceRule && s.terminal(), s.Kind == TracePolicy && s.Verdict == "drop":
 			decided, decidedVia = s, via
 			break steps
-		case s.Kind == TraceRule && s.Verdict == "return" && (decided == nil || decided.Kind != TraceRule || !rs.skipsNAT(decided) && rs.skipsNAT(s)),
+		case s.Kind == TraceRule && s.Verdict == "return" && (decided == nil || decided.Kind != TraceRule || rs.skipsNAT(s)),
 			s.Kind == TracePolicy && decided == nil:
 			decided, decidedVia = s, append([]*Trace(nil), via...)
 		}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"io"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,6 +36,12 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	step := ruleset.Trace{Netns: 1, Time: 6_000, ID: 9, Hook: "POSTROUTING", Kind: ruleset.TraceRule, Table: "nat", Chain: "POSTROUTING",
+		Handle: 77, Position: 1, Verdict: "return", Packet: ruleset.Packet{Src: netip.MustParseAddr("10.0.0.1"),
+			Dst: netip.MustParseAddr("10.244.2.10"), Proto: 6, Sport: 40000, Dport: 8080, Mark: ruleset.Mark{Value: 1, Known: 3}}}
+	if err := w.RuleTrace(&step); err != nil {
+		t.Fatal(err)
+	}
 	evs := incident()
 	for i := range evs {
 		if err := w.Event(&evs[i]); err != nil {
@@ -58,6 +65,9 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	defer r.Close()
 	if _, err := readAll(r); err != io.EOF {
 		t.Fatal(err)
+	}
+	if got := r.RuleTraces.Pass(1, "POSTROUTING", step.Packet, 5_500); len(got) != 1 || got[0] != step {
+		t.Errorf("rule trace read back: %+v, want %+v", got, step)
 	}
 	for _, tc := range []struct {
 		netns uint32

@@ -143,7 +143,7 @@ func TestBadInput(t *testing.T) {
 		{"random bytes", []byte("\x13\x37 definitely not a trace file"), "offset 0: not a nettrace recording"},
 		{"tcpdump pcap", pcap, "offset 0: this is a pcap capture (tcpdump?)"},
 		{"pcapng", pcapng, "this is a pcapng capture"},
-		{"newer version", newer, "offset 8: format version 4 is newer than this nettrace reads (3)"},
+		{"newer version", newer, "offset 8: format version 5 is newer than this nettrace reads (4)"},
 		{"corrupt record", flipped, "checksum mismatch"},
 		{"header only", valid[:headerSize], "ends inside a record"},
 	}
