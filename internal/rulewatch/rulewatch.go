@@ -1,5 +1,6 @@
 // Package rulewatch reads the iptables ruleset of each watched namespace,
-// by running iptables-save inside it: when watching starts, and again
+// by running iptables-save inside it (and its native nftables tables, with
+// nft when the host has it): when watching starts, and again
 // whenever the namespace's nftables ruleset changes (iptables-nft rules are
 // nftables rules, and an nftables monitor per namespace says when they
 // change). Rules of iptables-legacy are read once, at the start; a
@@ -21,6 +22,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/internal/ruletrace"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
@@ -79,7 +81,7 @@ func Start(targets []netns.Target, report func(error)) (*Watcher, []ruleset.Snap
 			continue
 		}
 		first = append(first, snaps[i])
-		w.follow(t, snaps[i].Text)
+		w.follow(t, snaps[i].Text+snaps[i].Native)
 	}
 	return w, first, nil
 }
@@ -110,7 +112,7 @@ func (w *Watcher) Add(t netns.Target) {
 		case <-w.done:
 			return
 		}
-		w.follow(t, s.Text)
+		w.follow(t, s.Text+s.Native)
 	}()
 }
 
@@ -145,7 +147,52 @@ func read(t netns.Target) (ruleset.Snapshot, error) {
 	if strings.Contains(stderr.String(), legacyPresent) {
 		return ruleset.Snapshot{}, fmt.Errorf("%s has iptables-legacy rules beside iptables-nft ones: its rules are not named", t.Name)
 	}
-	return ruleset.NewSnapshot(t.Inode, at, text), nil
+	native, err := readNative(t)
+	if err != nil {
+		return ruleset.Snapshot{}, err
+	}
+	return ruleset.NewSnapshot(t.Inode, at, text, native), nil
+}
+
+// readNative reads a namespace's native nftables tables with nft, when the
+// host has it: "" otherwise.
+func readNative(t netns.Target) (string, error) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		return "", nil
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.Command("nft", "--handle", "--stateless", "list", "ruleset")
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := netns.Do(t.Path, cmd.Run); err != nil {
+		return "", fmt.Errorf("read the nftables ruleset of %s: %w: %s", t.Name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nativeTables(out.String()), nil
+}
+
+// nativeTables keeps the tables of nft's listing that are neither
+// iptables-nft's (iptables-save shows those, and nft says so before each)
+// nor nettrace's own (--rules).
+func nativeTables(listing string) string {
+	var b strings.Builder
+	keep, managed := false, false
+	for _, line := range strings.SplitAfter(listing, "\n") {
+		switch {
+		case strings.HasPrefix(line, "# Warning: table ") && strings.Contains(line, "managed by iptables-nft"):
+			managed = true
+			continue
+		case strings.HasPrefix(line, "table "):
+			f := strings.Fields(line)
+			keep = !managed && !(len(f) >= 3 && f[1] == "ip" && f[2] == ruletrace.TableName)
+			managed = false
+		}
+		if keep {
+			b.WriteString(line)
+		}
+		if strings.TrimRight(line, "\n") == "}" {
+			keep = false
+		}
+	}
+	return b.String()
 }
 
 // legacyPresent is how iptables-nft-save says (on stderr) that
@@ -173,7 +220,7 @@ func normalize(text string) string {
 }
 
 // follow reads a namespace's ruleset again after each burst of changes;
-// text is the ruleset as last read.
+// text is the ruleset as last read (iptables' and native tables').
 func (w *Watcher) follow(t netns.Target, text string) {
 	f, err := os.Open(t.Path)
 	if err != nil {
@@ -224,10 +271,10 @@ func (w *Watcher) follow(t netns.Target, text string) {
 					w.report(err)
 					continue
 				}
-				if s.Text == last {
+				if s.Text+s.Native == last {
 					continue // rewritten unchanged
 				}
-				last = s.Text
+				last = s.Text + s.Native
 				select {
 				case w.changes <- s:
 				case <-w.done:

@@ -319,9 +319,10 @@ func ruleClause(rules []NetfilterRule) string {
 	return b.String()
 }
 
-// target is a NAT rule's --to argument, from its text.
+// target is a NAT rule's --to argument (iptables) or its "dnat to"
+// address (nftables), from its text.
 func (r NetfilterRule) target() string {
-	for _, opt := range []string{"--to-destination ", "--to-source "} {
+	for _, opt := range []string{"--to-destination ", "--to-source ", "dnat to ", "snat to "} {
 		if _, after, ok := strings.Cut(r.Text, opt); ok {
 			to, _, _ := strings.Cut(after, " ")
 			return to

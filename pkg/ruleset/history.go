@@ -6,20 +6,26 @@ import (
 )
 
 // Snapshot is a namespace's ruleset as iptables-save printed it at a
-// kernel time (CLOCK_MONOTONIC nanoseconds, the events' clock).
+// kernel time (CLOCK_MONOTONIC nanoseconds, the events' clock), with its
+// native nftables rules as `nft -a -s list ruleset` did.
 type Snapshot struct {
 	Netns   uint32
 	Time    uint64
 	Text    string
+	Native  string   // "" when not read (no nft on the host)
 	Ruleset *Ruleset // nil when Text does not parse
 	Err     error    // why it does not
 }
 
-// NewSnapshot parses text into a snapshot; a text that does not parse is
-// kept with its error, so that a recording still carries it.
-func NewSnapshot(netns uint32, time uint64, text string) Snapshot {
+// NewSnapshot parses the texts into a snapshot; an iptables text that
+// does not parse is kept with its error, so that a recording still
+// carries it.
+func NewSnapshot(netns uint32, time uint64, text, native string) Snapshot {
 	rs, err := Parse(text)
-	return Snapshot{Netns: netns, Time: time, Text: text, Ruleset: rs, Err: err}
+	if rs != nil && native != "" {
+		rs.Native = ParseNative(native)
+	}
+	return Snapshot{Netns: netns, Time: time, Text: text, Native: native, Ruleset: rs, Err: err}
 }
 
 // History is the rulesets of namespaces over a run: what was in force

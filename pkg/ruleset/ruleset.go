@@ -23,6 +23,9 @@ type Ruleset struct {
 	// from its header line; empty when unknown.
 	Source string
 	Tables map[string]*Table
+	// Native are the namespace's native nftables rules, which traced rules
+	// of tables iptables does not show are named from; nil when not read.
+	Native *Native
 }
 
 // Table is one iptables table (nat, filter, mangle, raw, security).

@@ -214,14 +214,18 @@ func (a *Attribution) TracedIn(steps []Trace) bool {
 	return false
 }
 
-// tracedRule is the ruleset's rule a step names, or one made of the step
-// when the ruleset does not have it (a native nftables rule).
+// tracedRule is the ruleset's rule a step names (an iptables rule by its
+// position, a native nftables rule by its handle), or one made of the step
+// when the ruleset does not have it.
 func (rs *Ruleset) tracedRule(s *Trace) *Rule {
 	if rs != nil {
 		if t := rs.Tables[s.Table]; t != nil {
 			if c := t.Chains[s.Chain]; c != nil && s.Position >= 1 && s.Position <= len(c.Rules) {
 				return c.Rules[s.Position-1]
 			}
+		}
+		if r := rs.Native.Rule(s.Table, s.Chain, s.Handle); r != nil {
+			return r
 		}
 	}
 	return &Rule{Table: s.Table, Chain: s.Chain, Position: s.Position, Target: strings.ToUpper(s.Verdict)}

@@ -38,6 +38,7 @@ type Reader struct {
 	payload []byte
 	rec     []byte
 	records uint64
+	version uint16
 }
 
 // Open opens a recording and reads its header and meta record.
@@ -75,6 +76,7 @@ func NewReader(name string, rd io.Reader) (*Reader, error) {
 		}
 		return nil, r.errorf(8, "invalid format version %d", v)
 	}
+	r.version = binary.LittleEndian.Uint16(hdr[8:])
 	r.off = headerSize
 	typ, payload, err := r.next()
 	if err == io.EOF {
@@ -196,7 +198,7 @@ func (r *Reader) Next(e *event.Event) error {
 			r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
 			r.names.Unlock()
 		case recRuleset:
-			snap, err := decodeRuleset(payload)
+			snap, err := decodeRuleset(payload, r.version)
 			if err != nil {
 				return r.errorf(start, "ruleset record: %v", err)
 			}

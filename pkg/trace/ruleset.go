@@ -13,8 +13,10 @@ import (
 )
 
 // A ruleset record is the namespace inode (u32le), the kernel time the
-// ruleset was read (u64le), and iptables-save's text, deflated (rulesets
-// of large clusters run to megabytes of very repetitive text).
+// ruleset was read (u64le), the length of the deflated iptables-save text
+// (u32le), that text deflated (rulesets of large clusters run to megabytes
+// of very repetitive text), and the native nftables tables deflated.
+// Version 3 records hold the iptables-save text alone, after the time.
 
 // maxRulesetText bounds a ruleset's inflated text.
 const maxRulesetText = 256 << 20
@@ -23,14 +25,12 @@ func encodeRuleset(s ruleset.Snapshot) ([]byte, error) {
 	var b bytes.Buffer
 	b.Write(binary.LittleEndian.AppendUint32(nil, s.Netns))
 	b.Write(binary.LittleEndian.AppendUint64(nil, s.Time))
-	zw, err := flate.NewWriter(&b, flate.DefaultCompression)
-	if err != nil {
+	b.Write(make([]byte, 4))
+	if err := deflate(&b, s.Text); err != nil {
 		return nil, err
 	}
-	if _, err := io.WriteString(zw, s.Text); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
+	binary.LittleEndian.PutUint32(b.Bytes()[12:], uint32(b.Len()-16))
+	if err := deflate(&b, s.Native); err != nil {
 		return nil, err
 	}
 	if b.Len() > maxRulesetRecord {
@@ -39,18 +39,53 @@ func encodeRuleset(s ruleset.Snapshot) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func decodeRuleset(p []byte) (ruleset.Snapshot, error) {
+func deflate(w io.Writer, text string) error {
+	zw, err := flate.NewWriter(w, flate.DefaultCompression)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(zw, text); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+func inflate(p []byte) (string, error) {
+	text, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(p)), maxRulesetText+1))
+	if err != nil {
+		return "", err
+	}
+	if len(text) > maxRulesetText {
+		return "", errors.New("text too long")
+	}
+	return string(text), nil
+}
+
+func decodeRuleset(p []byte, version uint16) (ruleset.Snapshot, error) {
 	if len(p) < 12 {
 		return ruleset.Snapshot{}, errors.New("too short")
 	}
-	text, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(p[12:])), maxRulesetText+1))
+	netns, at := binary.LittleEndian.Uint32(p), binary.LittleEndian.Uint64(p[4:])
+	if version < 4 {
+		text, err := inflate(p[12:])
+		if err != nil {
+			return ruleset.Snapshot{}, err
+		}
+		return ruleset.NewSnapshot(netns, at, text, ""), nil
+	}
+	if len(p) < 16 || uint64(binary.LittleEndian.Uint32(p[12:])) > uint64(len(p)-16) {
+		return ruleset.Snapshot{}, errors.New("iptables text overruns the record")
+	}
+	split := 16 + int(binary.LittleEndian.Uint32(p[12:]))
+	text, err := inflate(p[16:split])
 	if err != nil {
 		return ruleset.Snapshot{}, err
 	}
-	if len(text) > maxRulesetText {
-		return ruleset.Snapshot{}, errors.New("text too long")
+	native, err := inflate(p[split:])
+	if err != nil {
+		return ruleset.Snapshot{}, err
 	}
-	return ruleset.NewSnapshot(binary.LittleEndian.Uint32(p), binary.LittleEndian.Uint64(p[4:]), string(text)), nil
+	return ruleset.NewSnapshot(netns, at, text, native), nil
 }
 
 // A rule trace record is one step of nftables tracing (ruleset.Trace):

@@ -19,6 +19,17 @@ func natRules(masquerade string) string {
 // TestRulesetsReplayAsTheyStood: a recording carries each namespace's
 // ruleset and its changes; replay finds the one in force at a time, in one
 // recording and across several.
+// nativeKubeProxy is part of kube-proxy's nftables table as nft -a -s
+// lists it.
+const nativeKubeProxy = `table ip kube-proxy { # handle 5
+	comment "rules for kube-proxy"
+	chain masquerading { # handle 7
+		meta mark & 0x00004000 == 0x00000000 return # handle 8
+		masquerade fully-random # handle 9
+	}
+}
+`
+
 func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.ntrace")
 	meta := Meta{Nettrace: "test", WallNS: 1_000_000_000_000, MonoNS: 1_000}
@@ -28,9 +39,9 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	}
 	big := natRules("MASQUERADE") + strings.Repeat("# a large cluster's ruleset\n", 200_000)
 	for _, s := range []ruleset.Snapshot{
-		ruleset.NewSnapshot(1, 1_000, natRules("MASQUERADE")),
-		ruleset.NewSnapshot(1, 5_000, natRules("RETURN")),
-		ruleset.NewSnapshot(2, 1_000, big),
+		ruleset.NewSnapshot(1, 1_000, natRules("MASQUERADE"), ""),
+		ruleset.NewSnapshot(1, 5_000, natRules("RETURN"), nativeKubeProxy),
+		ruleset.NewSnapshot(2, 1_000, big, ""),
 	} {
 		if err := w.Ruleset(s); err != nil {
 			t.Fatal(err)
@@ -68,6 +79,9 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	}
 	if got := r.RuleTraces.Pass(1, "POSTROUTING", step.Packet, 5_500); len(got) != 1 || got[0] != step {
 		t.Errorf("rule trace read back: %+v, want %+v", got, step)
+	}
+	if rule := r.Rulesets.At(1, 5_000).Native.Rule("kube-proxy", "masquerading", 9); rule == nil || rule.Position != 2 || rule.Target != "MASQUERADE" {
+		t.Errorf("native rule read back: %+v", rule)
 	}
 	for _, tc := range []struct {
 		netns uint32
