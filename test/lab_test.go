@@ -25,6 +25,9 @@ type labRun struct {
 	// traced says nettrace traced the rules (--rules): findings name their
 	// rule as traced, not attributed from the ruleset.
 	traced bool
+	// native says the scenario's kube-proxy writes native nftables rules
+	// (its nftables mode).
+	native bool
 }
 
 // runOptions say how a scenario is run and watched.
@@ -109,7 +112,7 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 		t.Logf("%s: %s", x.Rule, x.Summary)
 	}
 	requireSameReplay(t, recording, tr)
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules")}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -338,6 +341,21 @@ func checkServicePaths(t *testing.T, r labRun, _ bool) {
 			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Translated &&
 				e.Tuple.Dst == ep.pod && e.Tuple.Src == ep.snat && e.CT != nil && hasString(e.CT.Status, "SRC_NAT")
 		})
+		if r.native {
+			// Each first SYN's DNAT step names kube-proxy's endpoint rule.
+			steps := 0
+			for _, f := range r.flows {
+				for _, s := range f.Packets[0].Steps {
+					if s.Netns == lab.NsNode1 && s.Point == "nat" && s.Hook == "OUTPUT" && s.Tuple.Dst == ep.pod {
+						r.namedNativeRule(t, s.NetfilterRules, lab.NsNode1, "decided", "dnat to "+ep.pod+":8080")
+						steps++
+					}
+				}
+			}
+			if steps == 0 {
+				t.Errorf("no flow's first packet was DNATed to %s", ep.pod)
+			}
+		}
 	}
 }
 
@@ -409,6 +427,10 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	}
 	xs := r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
 		"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+	if r.native {
+		r.namedNativeRule(t, xs[0].NetfilterRules, lab.NsNode1, "decided", "dnat to "+lab.IngressPodIP+":443")
+		return
+	}
 	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.IngressPodIP+":443")
 }
 
@@ -426,6 +448,8 @@ var scenarioChecks = []scenarioCheck{
 	{"service-paths", "host " + lab.PathsServiceIP, false, checkServicePaths},
 	{"stale-hostport", "port 8443", true, checkStaleHostPort},
 	{"hairpin", "host " + lab.LoadBalancerIP, true, checkHairpin},
+	{"service-paths-nft", "host " + lab.PathsServiceIP, false, checkServicePaths},
+	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
 }
 
 // eachScenario runs test for every scenario and twin.

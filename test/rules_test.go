@@ -3,6 +3,7 @@ package test
 import (
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,6 +62,60 @@ func (r labRun) namedRule(t *testing.T, x output.JSONExplanation, ns, role, want
 		return
 	}
 	t.Errorf("%s: no %s rule named; named: %+v", x.Rule, role, x.NetfilterRules)
+}
+
+// namedNativeRule requires rules (a finding's or a step's) to name, in a
+// role, the rule of kube-proxy's nftables table whose line contains want,
+// as `nft -a -s` lists it now: its chain, position and handle, traced. A run
+// that did not trace names no native rule: the walk of the ruleset follows
+// iptables rules only.
+func (r labRun) namedNativeRule(t *testing.T, rules []output.JSONNetfilterRule, ns, role, want string) {
+	t.Helper()
+	if !r.traced {
+		for _, n := range rules {
+			if n.Table == "kube-proxy" {
+				t.Errorf("a native rule named without tracing: %+v", n)
+			}
+		}
+		return
+	}
+	listing := sh(t, "ip", "netns", "exec", ns, "nft", "--handle", "--stateless", "list", "table", "ip", "kube-proxy")
+	var line, chain string
+	var pos, found int
+	var handle uint64
+	for _, l := range strings.Split(listing, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "chain" {
+			chain, pos = f[1], 0
+			continue
+		}
+		body, h, ok := strings.Cut(strings.TrimSpace(l), " # handle ")
+		if !ok || strings.HasSuffix(body, ";") || chain == "" {
+			continue
+		}
+		pos++
+		if strings.Contains(body, want) {
+			line, found = body, pos
+			handle, _ = strconv.ParseUint(h, 10, 64)
+			if n := strings.Count(listing, want); n != 1 {
+				t.Fatalf("%q is in %d rules of %s", want, n, ns)
+			}
+			break
+		}
+	}
+	if line == "" {
+		t.Fatalf("no rule of %s's kube-proxy table contains %q:\n%s", ns, want, listing)
+	}
+	for _, n := range rules {
+		if n.Role != role {
+			continue
+		}
+		if n.Table != "kube-proxy" || n.Text != line || n.Chain != chain || n.Position != found || n.Handle != handle || n.Source != "traced" || n.Netns != ns {
+			t.Errorf("%s rule named: %s %s %s %d %q (%s, handle %d), nft: %s %d %q (handle %d)", role, n.Netns, n.Table, n.Chain, n.Position, n.Text, n.Source, n.Handle, chain, found, line, handle)
+		}
+		return
+	}
+	t.Errorf("no %s rule named; named: %+v", role, rules)
 }
 
 // waitForRuleset waits until a recording being written holds a ruleset of

@@ -85,26 +85,25 @@ func tracedSteps(n Names, e *event.Event, hook event.Hook, t event.Tuple) []rule
 	return rt.RuleTrace(e.Netns, hook.String(), ruleset.HookPacket(&at, t), e.Time)
 }
 
-// confirm settles an attribution from the ruleset with the packet's traced
-// steps: the walk's when the trace went through its rule (the walk also
-// knows the NAT rule skipped and the rules that would choose elsewhere),
-// with nothing left assumed; the trace's own otherwise. The source says
-// which.
-func confirm(rs *ruleset.Ruleset, walked *ruleset.Attribution, table, hook string, steps []ruleset.Trace) (*ruleset.Attribution, string) {
-	tr := rs.Traced(table, hook, steps)
-	switch {
-	case tr == nil:
-		return walked, SourceRuleset
-	case walked != nil && walked.TracedIn(steps):
+// confirmNAT settles an attribution from the ruleset with the packet's
+// traced steps at hook: the walk's when the trace went through its rule
+// (the walk also knows the NAT rule skipped and the rules that would
+// choose elsewhere), with nothing left assumed; the trace's own otherwise.
+// The source says which.
+func confirmNAT(rs *ruleset.Ruleset, walked *ruleset.Attribution, hook string, steps []ruleset.Trace) (*ruleset.Attribution, string) {
+	if walked != nil && walked.TracedIn(steps) {
 		confirmed := *walked
 		confirmed.Assumed = nil
-		confirmed.Handle = 0
 		for _, s := range steps {
-			if walked.Rule != nil && s.Kind == ruleset.TraceRule && s.Chain == walked.Rule.Chain && s.Position == walked.Rule.Position {
+			if walked.Rule != nil && s.Kind == ruleset.TraceRule && s.Table == walked.Table && s.Chain == walked.Rule.Chain && s.Position == walked.Rule.Position {
 				confirmed.Handle = s.Handle
 			}
 		}
 		return &confirmed, SourceTraced
+	}
+	tr := rs.TracedNAT(hook, steps)
+	if tr == nil {
+		return walked, SourceRuleset
 	}
 	if walked != nil {
 		tr.Mark = walked.Mark
@@ -161,7 +160,7 @@ func natRulesWith(n Names, e *event.Event, mark ruleset.Mark, other bool) ([]Net
 	if !ruleset.CrossesNAT(e) {
 		return nil, mark
 	}
-	a, source := confirm(rs, rs.NATOf(e, mark), "nat", e.Hook.String(), tracedSteps(n, e, e.Hook, e.NAT.Pre))
+	a, source := confirmNAT(rs, rs.NATOf(e, mark), e.Hook.String(), tracedSteps(n, e, e.Hook, e.NAT.Pre))
 	if a == nil {
 		return nil, mark
 	}
@@ -205,11 +204,8 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	for _, hook := range hooks {
-		steps := tracedSteps(n, e, hook, packetTuple(e))
-		for _, table := range dropTables {
-			if a := rs.Traced(table, hook.String(), steps); a != nil && a.Drops() {
-				return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, SourceTraced)}
-			}
+		if a := rs.TracedDrop(hook.String(), tracedSteps(n, e, hook, packetTuple(e))); a != nil {
+			return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, SourceTraced)}
 		}
 	}
 	if rs == nil {
@@ -228,10 +224,6 @@ func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	}
 	return []NetfilterRule{named(rs, e, best, best.Rule, RoleDecided, SourceRuleset)}
 }
-
-// dropTables are the tables that can drop a packet, in the order a hook
-// runs them.
-var dropTables = []string{"raw", "mangle", "filter", "security"}
 
 func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *ruleset.Rule, role, source string) NetfilterRule {
 	nr := NetfilterRule{Netns: e.Netns, Hook: a.Hook, Table: a.Table, Chain: a.Hook, Role: role, Source: source, At: e.Time}

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"slices"
 	"strings"
 	"sync"
 )
@@ -183,6 +184,52 @@ steps:
 		a.Via = append(a.Via, rs.tracedRule(j))
 	}
 	return a
+}
+
+// TracedNAT attributes what the nat tables (iptables' nat, kube-proxy's
+// own) did at hook from a packet's steps there: the table whose rule
+// translated it, else iptables' nat table, else the first table traced.
+func (rs *Ruleset) TracedNAT(hook string, steps []Trace) *Attribution {
+	var first, nat *Attribution
+	for _, table := range tracedTables(hook, steps) {
+		a := rs.Traced(table, hook, steps)
+		switch {
+		case a == nil:
+			continue
+		case a.Rule != nil && isNAT(a.Rule.Target):
+			return a
+		case table == "nat":
+			nat = a
+		case first == nil:
+			first = a
+		}
+	}
+	if nat != nil {
+		return nat
+	}
+	return first
+}
+
+// TracedDrop attributes the drop of a packet at hook from its steps there:
+// the rule or policy of any table that dropped it; nil when none did.
+func (rs *Ruleset) TracedDrop(hook string, steps []Trace) *Attribution {
+	for _, table := range tracedTables(hook, steps) {
+		if a := rs.Traced(table, hook, steps); a != nil && a.Drops() {
+			return a
+		}
+	}
+	return nil
+}
+
+// tracedTables are the tables the steps went through at hook, in order.
+func tracedTables(hook string, steps []Trace) []string {
+	var out []string
+	for _, s := range steps {
+		if s.Hook == hook && !slices.Contains(out, s.Table) {
+			out = append(out, s.Table)
+		}
+	}
+	return out
 }
 
 // skipsNAT says whether a traced RETURN's chain has a NAT rule after it.

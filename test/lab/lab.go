@@ -199,6 +199,11 @@ func Up(name, labBin string) (*Scenario, error) {
 			return fail(err)
 		}
 	}
+	for _, ns := range sortedKeys(sc.Nft) {
+		if err := nftRestore(ns, sc.Nft[ns]); err != nil {
+			return fail(err)
+		}
+	}
 	for _, s := range sc.Servers {
 		if err := startServer(labBin, sc.pod(s.Pod), s); err != nil {
 			return fail(err)

@@ -42,6 +42,7 @@ type Scenario struct {
 	Pods        []Pod
 	Servers     []Server
 	Rules       map[string]string // namespace -> iptables-restore input
+	Nft         map[string]string // namespace -> nft -f input (kube-proxy's nftables mode)
 	Sysctls     [][3]string       // namespace, key, value
 	Extra       [][]string        // further commands
 	Clients     []Client
@@ -78,10 +79,13 @@ var builders = map[string]builder{
 	"service-paths":  servicePaths,
 	"stale-hostport": staleHostPort,
 	"hairpin":        hairpin,
+	// kube-proxy's nftables mode: native nftables rules.
+	"service-paths-nft": servicePathsNft,
+	"hairpin-nft":       hairpinNft,
 }
 
 // singleTwin scenarios have no faulty version.
-var singleTwin = map[string]bool{"service-paths": true}
+var singleTwin = map[string]bool{"service-paths": true, "service-paths-nft": true}
 
 // Names lists every scenario and twin.
 func Names() []string {
