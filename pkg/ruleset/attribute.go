@@ -59,15 +59,33 @@ type Assumption struct {
 	Matched bool
 }
 
-// NAT attributes what the nat table did at a hook (PREROUTING, INPUT,
+// NAT attributes what the nat tables did at a hook (PREROUTING, INPUT,
 // OUTPUT, POSTROUTING) to the first packet of a connection, seen as pre
-// before the hook and post after it. nil when the ruleset has no such
-// chain, or no path through it yields what was seen.
+// before the hook and post after it: the table that translated it (the
+// iptables nat table, or a native one such as kube-proxy's), else the
+// first that let it pass. nil when no table has such a chain, or no path
+// through one yields what was seen.
 func (rs *Ruleset) NAT(hook string, pre, post Packet) *Attribution {
-	a := rs.attribute("nat", hook, pre, func(v verdict) bool { return v.yields(pre, post) })
+	var first *Attribution
+	for _, table := range rs.natTables(hook) {
+		a := rs.natIn(table, hook, pre, post)
+		switch {
+		case a == nil:
+		case a.Rule != nil && isNAT(a.Rule.Target):
+			return a
+		case first == nil:
+			first = a
+		}
+	}
+	return first
+}
+
+// natIn attributes what one nat table did (NAT).
+func (rs *Ruleset) natIn(table, hook string, pre, post Packet) *Attribution {
+	a := rs.attribute(table, hook, pre, func(v verdict) bool { return v.yields(pre, post) })
 	if a != nil && a.Rule != nil && !isNAT(a.Rule.Target) {
 		// Not translated: which NAT rule did the decision keep it from?
-		if s := rs.attribute("nat", hook, pre, func(v verdict) bool { return isNAT(v.target()) }, a.Rule); s != nil {
+		if s := rs.attribute(table, hook, pre, func(v verdict) bool { return isNAT(v.target()) }, a.Rule); s != nil {
 			a.Skipped = s.Rule
 		}
 	}
@@ -109,11 +127,18 @@ func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
 
 func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, never ...*Rule) *Attribution {
 	t := rs.Tables[table]
-	if t == nil || t.Chains[hook] == nil {
+	if t == nil {
+		return nil
+	}
+	start := t.Chains[hook]
+	if t.Hooks != nil {
+		start = t.Chains[t.Hooks[hook]]
+	}
+	if start == nil {
 		return nil
 	}
 	w := &walker{table: t, p: p, mark: p.Mark, want: want, never: never, budget: maxSteps}
-	v, ok := w.run([]frame{{chain: t.Chains[hook]}})
+	v, ok := w.run([]frame{{chain: start}})
 	if !ok {
 		return nil
 	}

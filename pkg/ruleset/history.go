@@ -24,6 +24,9 @@ func NewSnapshot(netns uint32, time uint64, text, native string) Snapshot {
 	rs, err := Parse(text)
 	if rs != nil && native != "" {
 		rs.Native = ParseNative(native)
+		for name, t := range rs.Native.walkable() {
+			rs.Tables[name] = t
+		}
 	}
 	return Snapshot{Netns: netns, Time: time, Text: text, Native: native, Ruleset: rs, Err: err}
 }

@@ -10,7 +10,8 @@ import (
 // prints them: iptables-save shows only the tables of iptables-nft, and a
 // traced rule of another table is named from here.
 type Native struct {
-	rules map[nativeKey]*Rule // by table, chain and handle
+	rules  map[nativeKey]*Rule // by table, chain and handle
+	tables []*nativeTable
 }
 
 type nativeKey struct {
@@ -18,33 +19,54 @@ type nativeKey struct {
 	handle       uint64
 }
 
-// ParseNative reads the IPv4 rules of `nft -a -s list ruleset`'s text: in
-// each chain, every line that ends with its handle is a rule.
+// ParseNative reads the IPv4 tables of `nft -a -s list ruleset`'s text: in
+// each chain, every line that ends with its handle is a rule; a base
+// chain's first line says its type, hook and policy; a verdict map's
+// elements are kept for the rules that look them up.
 func ParseNative(text string) *Native {
 	n := &Native{rules: map[nativeKey]*Rule{}}
-	var table, chain string
+	var t *nativeTable
+	var chain, inMap string
 	position := 0
 	for _, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimSpace(line)
 		f := strings.Fields(trimmed)
 		switch {
 		case len(f) >= 3 && f[0] == "table":
-			table, chain = "", ""
+			t, chain, inMap = nil, "", ""
 			if f[1] == "ip" {
-				table = unquote(f[2])
+				t = &nativeTable{name: unquote(f[2]), hooks: map[string]string{}, policies: map[string]string{}, maps: map[string]string{}}
+				n.tables = append(n.tables, t)
 			}
-		case len(f) >= 2 && f[0] == "chain" && table != "":
-			chain, position = unquote(f[1]), 0
+		case t == nil:
+		case len(f) >= 2 && f[0] == "chain":
+			chain, position, inMap = unquote(f[1]), 0, ""
+		case len(f) >= 2 && f[0] == "map":
+			chain, inMap = "", unquote(f[1])
 		case trimmed == "}" && strings.HasPrefix(line, "\t}"):
-			chain = ""
+			chain, inMap = "", ""
+		case inMap != "":
+			if _, elems, ok := strings.Cut(trimmed, "elements = "); ok {
+				t.maps[inMap] = elems
+			} else if strings.HasPrefix(t.maps[inMap], "{") && !strings.HasSuffix(t.maps[inMap], "}") {
+				t.maps[inMap] += " " + trimmed
+			}
+		case chain != "" && len(f) >= 4 && f[0] == "type" && f[2] == "hook":
+			if f[1] == "nat" {
+				t.hooks[nftHooks[f[3]]] = chain
+			}
+			if _, policy, ok := strings.Cut(trimmed, "policy "); ok {
+				t.policies[chain] = strings.ToUpper(strings.TrimSuffix(policy, ";"))
+			}
 		case chain != "":
 			body, handle, ok := strings.Cut(trimmed, " # handle ")
 			h, err := strconv.ParseUint(handle, 10, 64)
-			if !ok || err != nil || strings.HasSuffix(body, ";") {
-				continue // the chain's type, hook and policy
+			if !ok || err != nil {
+				continue
 			}
 			position++
-			n.rules[nativeKey{table, chain, h}] = &Rule{Table: table, Chain: chain, Position: position, Text: body,
+			t.rules = append(t.rules, nativeRule{chain: chain, position: position, handle: h, body: body})
+			n.rules[nativeKey{t.name, chain, h}] = &Rule{Table: t.name, Chain: chain, Position: position, Text: body,
 				Comment: nativeComment(body), Target: nativeTarget(body)}
 		}
 	}

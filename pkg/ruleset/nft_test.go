@@ -1,6 +1,10 @@
 package ruleset
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 // kubeProxyNative is kube-proxy's nftables table as nft -a -s lists it.
 const kubeProxyNative = `table ip kube-proxy { # handle 3
@@ -67,5 +71,78 @@ func TestParseNative(t *testing.T) {
 	}
 	if r := n.Rule("kube-proxy", "services", 4); r != nil {
 		t.Errorf("a map as a rule: %+v", r)
+	}
+}
+
+// loadWithNative reads a lab node's iptables-save text and its native
+// nftables table (testdata/NAME.rules and NAME.nft), as a snapshot does.
+func loadWithNative(t *testing.T, name string) *Ruleset {
+	t.Helper()
+	text, err := os.ReadFile("testdata/" + name + ".rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, err := os.ReadFile("testdata/" + name + ".nft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSnapshot(1, 0, string(text), string(native))
+	if s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	return s.Ruleset
+}
+
+// TestNativeNAT: kube-proxy's nftables mode is walked as iptables rules
+// are: the verdict map to the Service's chain, numgen's choice settled by
+// the endpoint the kernel chose, the endpoint's DNAT named as nft lists
+// it.
+func TestNativeNAT(t *testing.T) {
+	for _, tc := range []struct {
+		name, rules string
+		hook        string
+		pre, post   Packet
+		table, text string
+		via         []string
+		assumed     int
+	}{
+		{
+			name: "a ClusterIP's endpoint, chosen by numgen", rules: "service-paths-nft-n1", hook: "OUTPUT",
+			pre: pkt("172.20.0.1:40000", "10.96.0.20:80", "", ""), post: pkt("172.20.0.1:40000", "10.244.2.10:8080", "", ""),
+			table: "kube-proxy", text: `meta l4proto tcp dnat to 10.244.2.10:8080 comment "default/paths/tcp/80"`,
+			// A goto replaces the chain it leaves, as -g does: the jumps
+			// before it are not on the way back.
+			via:     []string{"numgen random mod 2 vmap"},
+			assumed: 1,
+		},
+		{
+			name: "the load balancer under externalTrafficPolicy: Local, straight to the endpoint", rules: "hairpin-nft-n1", hook: "PREROUTING",
+			pre: pkt("10.244.1.10:40000", "172.20.0.100:443", "cni0", ""), post: pkt("10.244.1.10:40000", "10.244.1.20:443", "cni0", ""),
+			table: "kube-proxy", text: `meta l4proto tcp dnat to 10.244.1.20:443 comment "default/ingress/tcp/443"`,
+			via: []string{"goto endpoint-"},
+		},
+		{
+			name: "not translated at POSTROUTING: iptables' nat table first", rules: "hairpin-nft-n1", hook: "POSTROUTING",
+			pre: pkt("10.244.1.10:40000", "10.244.1.20:443", "", "cni0"), post: pkt("10.244.1.10:40000", "10.244.1.20:443", "", "cni0"),
+			table: "nat", text: `-A POSTROUTING -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j RETURN`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := loadWithNative(t, tc.rules).NAT(tc.hook, tc.pre, tc.post)
+			if a == nil || a.Rule == nil {
+				t.Fatalf("attribution %+v", a)
+			}
+			if a.Table != tc.table || a.Rule.Text != tc.text || len(a.Assumed) != tc.assumed {
+				t.Errorf("%s %q (%d assumed), want %s %q (%d)", a.Table, a.Rule.Text, len(a.Assumed), tc.table, tc.text, tc.assumed)
+			}
+			if len(a.Via) != len(tc.via) {
+				t.Fatalf("via %d rules, want %d: %+v", len(a.Via), len(tc.via), a.Via)
+			}
+			for i, v := range a.Via {
+				if !strings.HasPrefix(v.Text, tc.via[i]) {
+					t.Errorf("via %d: %q, want %q...", i, v.Text, tc.via[i])
+				}
+			}
+		})
 	}
 }

@@ -32,6 +32,9 @@ type Ruleset struct {
 type Table struct {
 	Name   string
 	Chains map[string]*Chain
+	// Hooks are a native nftables table's nat base chains by hook (an
+	// iptables table's are named by their hooks).
+	Hooks map[string]string
 }
 
 // Chain is a built-in or user chain.

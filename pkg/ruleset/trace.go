@@ -266,13 +266,23 @@ func (a *Attribution) TracedIn(steps []Trace) bool {
 // when the ruleset does not have it.
 func (rs *Ruleset) tracedRule(s *Trace) *Rule {
 	if rs != nil {
-		if t := rs.Tables[s.Table]; t != nil {
+		if r := rs.Native.Rule(s.Table, s.Chain, s.Handle); r != nil {
+			// The walkable form of the rule (the first, for a verdict
+			// map's), which attributions from the ruleset point to.
+			if t := rs.Tables[s.Table]; t != nil && t.Chains[s.Chain] != nil {
+				c := t.Chains[s.Chain]
+				for _, w := range c.Rules {
+					if w.Position == r.Position {
+						return w
+					}
+				}
+			}
+			return r
+		}
+		if t := rs.Tables[s.Table]; t != nil && t.Hooks == nil {
 			if c := t.Chains[s.Chain]; c != nil && s.Position >= 1 && s.Position <= len(c.Rules) {
 				return c.Rules[s.Position-1]
 			}
-		}
-		if r := rs.Native.Rule(s.Table, s.Chain, s.Handle); r != nil {
-			return r
 		}
 	}
 	return &Rule{Table: s.Table, Chain: s.Chain, Position: s.Position, Target: strings.ToUpper(s.Verdict)}
