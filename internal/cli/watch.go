@@ -86,10 +86,11 @@ By default the netfilter programs (the nat point on kernels without kprobes
 or fentry) are linked in the current namespace and every namespace under
 /run/netns, including ones created while watch runs.
 
-Explanations name the iptables rule behind them (the RETURN that skipped a
-MASQUERADE, the DNAT to a dead pod, the DROP): watch reads each namespace's
-ruleset with iptables-save as it starts and again after every change, and
-attributes each outcome to the rule that yields it. With --rules the kernel
+Explanations name the iptables or nftables rule behind them (the RETURN
+that skipped a MASQUERADE, the DNAT to a dead pod, the DROP): watch reads
+each namespace's ruleset with iptables-save (and its native nftables tables
+with nft) as it starts and again after every change, and attributes each
+outcome to the rule that yields it. With --rules the kernel
 itself says which rules each selected packet went through (nftables
 tracing): watch adds a table of its own, "nettrace", to each watched
 namespace, whose chains mark the packets FILTER selects for tracing
