@@ -176,7 +176,7 @@ func TestFindingsNameTracedRules(t *testing.T) {
 		{"traced through the rule the ruleset names", []ruleset.Trace{step("INPUT", 2, "drop", 50_000)}, SourceTraced,
 			`-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`, 42},
 		{"traced to the chain's policy, which the ruleset does not say", []ruleset.Trace{policy}, SourceTraced, "", 0},
-		{"a trace of a packet seconds later", []ruleset.Trace{step("INPUT", 2, "drop", 5_000_000_000)}, SourceRuleset,
+		{"a trace of a packet seconds later", []ruleset.Trace{step("INPUT", 2, "drop", 10_000_000_000)}, SourceRuleset,
 			`-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`, 0},
 		{"no trace", nil, SourceRuleset,
 			`-A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`, 0},

@@ -103,7 +103,7 @@ func (ts *Traces) Add(t Trace) {
 
 // traceWindow is how long after an event a trace step of its packet may
 // be read: the reader runs behind the kernel by at most this much.
-const traceWindow = 2_000_000_000
+const traceWindow = 5_000_000_000
 
 // traceSlack is how long before an event a trace step of its packet may
 // have been read: the clocks are the same, but the event's time is taken

@@ -102,7 +102,7 @@ func TestTracesPass(t *testing.T) {
 		{1_000_000, []uint32{1, 1}, "OUTPUT"},
 		{899_999_000, []uint32{2}, "OUTPUT"},
 		{1_000_000, nil, "INPUT"},
-		{5_000_000_000, nil, "OUTPUT"},
+		{10_000_000_000, nil, "OUTPUT"},
 	} {
 		var ids []uint32
 		for _, s := range ts.Pass(1, tc.hook, p, tc.at) {
