@@ -86,6 +86,11 @@ func decodeStep(data []byte) (step, error) {
 	if s.kind == ruleset.TracePolicy && hasPolicy {
 		s.verdict = verdictName(policy, "")
 	}
+	if s.kind == ruleset.TraceReturn && s.handle != 0 {
+		// A RETURN rule: 6.1 reports it as the chain's
+		// return, with the rule's handle; 6.18 as a rule.
+		s.kind, s.verdict = ruleset.TraceRule, "return"
+	}
 	s.packet, s.hasPacket = packetOf(network, transport)
 	return s, nil
 }

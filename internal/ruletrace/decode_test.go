@@ -57,6 +57,7 @@ func TestDecodeStep(t *testing.T) {
 		{"an accept with a queue number's bits", traceMessage(t, 3, 1|0x10000, "", nil, nil), "accept", false},
 		{"a return", traceMessage(t, 3, unix.NFT_RETURN, "", nil, nil), "return", false},
 		{"a drop", traceMessage(t, 3, 0, "", nil, nil), "drop", false},
+		{"a RETURN rule as older kernels report it", traceMessage(t, 2, unix.NFT_RETURN, "", nil, nil), "return", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := decodeStep(tc.data)
