@@ -147,7 +147,7 @@ func read(t netns.Target) (ruleset.Snapshot, error) {
 	if strings.Contains(stderr.String(), legacyPresent) {
 		return ruleset.Snapshot{}, fmt.Errorf("%s has iptables-legacy rules beside iptables-nft ones: its rules are not named", t.Name)
 	}
-	native, err := readNative(t)
+	native, err := readNative(t, text)
 	if err != nil {
 		return ruleset.Snapshot{}, err
 	}
@@ -155,8 +155,9 @@ func read(t netns.Target) (ruleset.Snapshot, error) {
 }
 
 // readNative reads a namespace's native nftables tables with nft, when the
-// host has it: "" otherwise.
-func readNative(t netns.Target) (string, error) {
+// host has it ("" otherwise): the tables of its listing that are neither
+// iptables-nft's (in iptables-save's text) nor nettrace's own (--rules).
+func readNative(t netns.Target, iptables string) (string, error) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		return "", nil
 	}
@@ -166,24 +167,17 @@ func readNative(t netns.Target) (string, error) {
 	if err := netns.Do(t.Path, cmd.Run); err != nil {
 		return "", fmt.Errorf("read the nftables ruleset of %s: %w: %s", t.Name, err, strings.TrimSpace(stderr.String()))
 	}
-	return nativeTables(out.String()), nil
-}
-
-// nativeTables keeps the tables of nft's listing that are neither
-// iptables-nft's (iptables-save shows those, and nft says so before each)
-// nor nettrace's own (--rules).
-func nativeTables(listing string) string {
+	skip := map[string]bool{ruletrace.TableName: true}
+	for _, line := range strings.Split(iptables, "\n") {
+		if name, ok := strings.CutPrefix(line, "*"); ok {
+			skip[name] = true
+		}
+	}
 	var b strings.Builder
-	keep, managed := false, false
-	for _, line := range strings.SplitAfter(listing, "\n") {
-		switch {
-		case strings.HasPrefix(line, "# Warning: table ") && strings.Contains(line, "managed by iptables-nft"):
-			managed = true
-			continue
-		case strings.HasPrefix(line, "table "):
-			f := strings.Fields(line)
-			keep = !managed && !(len(f) >= 3 && f[1] == "ip" && f[2] == ruletrace.TableName)
-			managed = false
+	keep := false
+	for _, line := range strings.SplitAfter(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "table" {
+			keep = !(f[1] == "ip" && skip[f[2]])
 		}
 		if keep {
 			b.WriteString(line)
@@ -192,7 +186,7 @@ func nativeTables(listing string) string {
 			keep = false
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // legacyPresent is how iptables-nft-save says (on stderr) that

@@ -100,3 +100,24 @@ func TestLegacyRulesAreSaidNotNamed(t *testing.T) {
 		t.Error("nothing reported")
 	}
 }
+
+// TestNativeTablesRead: a namespace's native nftables tables are read
+// beside its iptables rules, and iptables-nft's own tables are not read
+// twice.
+func TestNativeTablesRead(t *testing.T) {
+	_, first, _, _ := watchNew(t, "native", true,
+		[]string{"nft", "add", "table", "ip", "kp"},
+		[]string{"nft", "add", "chain", "ip", "kp", "c"},
+		[]string{"nft", "add", "rule", "ip", "kp", "c", "ip", "daddr", "10.9.0.1", "return"},
+		[]string{"iptables", "-t", "nat", "-A", "POSTROUTING", "-d", "10.9.0.0/16", "-j", "RETURN"})
+	if len(first) != 1 {
+		t.Fatalf("read %d rulesets", len(first))
+	}
+	s := first[0]
+	if !strings.Contains(s.Native, "table ip kp") || strings.Contains(s.Native, "table ip nat") {
+		t.Errorf("native tables:\n%s", s.Native)
+	}
+	if r := s.Ruleset.Native.Rule("kp", "c", 2); r == nil || r.Text != "ip daddr 10.9.0.1 return" || r.Target != "RETURN" {
+		t.Errorf("native rule: %+v\n%s", r, s.Native)
+	}
+}

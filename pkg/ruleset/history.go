@@ -23,7 +23,9 @@ type Snapshot struct {
 func NewSnapshot(netns uint32, time uint64, text, native string) Snapshot {
 	rs, err := Parse(text)
 	if rs != nil && native != "" {
-		rs.Native = ParseNative(native)
+		// iptables-nft's tables are in both listings: iptables-save's text
+		// names their rules.
+		rs.Native = ParseNative(native).without(rs.Tables)
 		for name, t := range rs.Native.walkable() {
 			rs.Tables[name] = t
 		}

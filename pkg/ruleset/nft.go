@@ -73,6 +73,22 @@ func ParseNative(text string) *Native {
 	return n
 }
 
+// without leaves out the tables iptables-save showed.
+func (n *Native) without(tables map[string]*Table) *Native {
+	out := &Native{rules: map[nativeKey]*Rule{}}
+	for _, t := range n.tables {
+		if tables[t.name] == nil {
+			out.tables = append(out.tables, t)
+		}
+	}
+	for k, r := range n.rules {
+		if tables[k.table] == nil {
+			out.rules[k] = r
+		}
+	}
+	return out
+}
+
 // Rule is the rule with handle in a table's chain; nil when there is none.
 func (n *Native) Rule(table, chain string, handle uint64) *Rule {
 	if n == nil {
