@@ -346,7 +346,7 @@ func checkServicePaths(t *testing.T, r labRun, _ bool) {
 			steps := 0
 			for _, f := range r.flows {
 				for _, s := range f.Packets[0].Steps {
-					if s.Netns == lab.NsNode1 && s.Point == "nat" && s.Hook == "OUTPUT" && s.Tuple.Dst == ep.pod {
+					if s.Netns == lab.NsNode1 && s.Point == "nat" && s.Hook == "OUTPUT" && strings.HasPrefix(s.What, "DNAT "+lab.PathsServiceIP+":80 -> "+ep.pod+":8080") {
 						r.namedNativeRule(t, s.NetfilterRules, lab.NsNode1, "decided", "dnat to "+ep.pod+":8080")
 						steps++
 					}
