@@ -325,6 +325,9 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if lerr != nil {
 		log.Warn().Err(lerr).Msg("lost counters unavailable")
 	}
+	if tracer != nil {
+		tracer.Sync()
+	}
 	run.p.finish(lost, time.Since(start))
 	if tracer != nil && (tracer.Lost() > 0 || unrecorded.Load() > 0) {
 		log.Warn().Uint64("lost_by_the_kernel", tracer.Lost()).Uint64("not_recorded", unrecorded.Load()).

@@ -17,6 +17,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -91,6 +92,35 @@ func (t *Tracer) Invalidate(ino uint32) {
 // ruleset.
 func (t *Tracer) Lost() uint64 { return t.lost.Load() }
 
+// quiet is how long a trace socket must stay without messages for Sync to
+// take it as drained: a reader with messages queued gets them at once.
+const quiet = 20 * time.Millisecond
+
+// Sync waits (up to a second) until every namespace's reader has taken the
+// trace messages queued so far: called before the last flows are
+// explained, it lets the packets just seen be named as traced.
+func (t *Tracer) Sync() {
+	t.mu.Lock()
+	spaces := make([]*space, 0, len(t.spaces))
+	for _, s := range t.spaces {
+		spaces = append(spaces, s)
+	}
+	t.mu.Unlock()
+	time.Sleep(quiet)
+	// A reader woken for a message just queued has had quiet to take it
+	// before the first look.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		time.Sleep(quiet / 4)
+		now, busy := int64(kernel.MonotonicNow()), false
+		for _, s := range spaces {
+			busy = busy || now-s.lastRead.Load() < int64(quiet)
+		}
+		if !busy {
+			return
+		}
+	}
+}
+
 // Close stops tracing and removes nettrace's tables.
 func (t *Tracer) Close() {
 	t.mu.Lock()
@@ -110,6 +140,9 @@ type space struct {
 	traces *netlink.Conn
 	lookup *nftables.Conn
 	stale  atomic.Bool
+	// lastRead is when the reader last received or finished a batch
+	// (monotonic ns).
+	lastRead atomic.Int64
 
 	// Owned by the reading goroutine.
 	hooks     map[chainKey]string         // base chains' hooks
@@ -210,6 +243,7 @@ func (s *space) read(t *Tracer) {
 			return
 		}
 		at := kernel.MonotonicNow()
+		s.lastRead.Store(int64(at))
 		for _, m := range msgs {
 			if m.Header.Type != traceType {
 				continue
@@ -223,6 +257,9 @@ func (s *space) read(t *Tracer) {
 				t.steps(tr)
 			}
 		}
+		// Resolving may have asked the kernel for rule positions: the
+		// batch is done only now.
+		s.lastRead.Store(int64(kernel.MonotonicNow()))
 	}
 }
 
