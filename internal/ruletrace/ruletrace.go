@@ -59,7 +59,7 @@ func Start(targets []netns.Target, prog *filter.Program, steps func(ruleset.Trac
 	return t, nil
 }
 
-// Add traces a namespace (again, once only).
+// Add traces a namespace not traced yet.
 func (t *Tracer) Add(target netns.Target) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
