@@ -263,7 +263,7 @@ func (s *connState) agrees(f *connFacts) bool {
 	if f.isnDir >= 0 && s.hasISN[f.isnDir] && s.isn[f.isnDir] != f.isn {
 		return false
 	}
-	if f.ct.sum != 0 {
+	if f.ct.sum != 0 && !s.sameSYN(f) {
 		for _, c := range s.cts[:s.nct] {
 			if c.netns == f.ct.netns && c.sum != f.ct.sum {
 				return false
@@ -305,14 +305,40 @@ func (s *connState) add(f *connFacts) {
 	if f.isnDir >= 0 && !s.hasISN[f.isnDir] {
 		s.isn[f.isnDir], s.hasISN[f.isnDir] = f.isn, true
 	}
-	if f.ct.sum != 0 && s.nct < uint8(len(s.cts)) && !s.hasCT(f.ct) {
-		s.cts[s.nct] = f.ct
-		s.nct++
+	if f.ct.sum != 0 && !s.hasCT(f.ct) {
+		s.addCT(f)
 	}
 	if f.sock.cookie != 0 && s.nsock < uint8(len(s.socks)) && !s.hasSock(f.sock) {
 		s.socks[s.nsock] = f.sock
 		s.nsock++
 	}
+}
+
+// addCT adds the conntrack entry of an event; a retransmitted SYN's
+// replaces the entry the flow had in its namespace: conntrack re-creates
+// the entry of a connection it saw closed (a reset answering the first
+// SYN's challenge ACK) when the SYN comes again, and the connection is the
+// new entry's from then on.
+func (s *connState) addCT(f *connFacts) {
+	if s.sameSYN(f) {
+		for i := range s.cts[:s.nct] {
+			if s.cts[i].netns == f.ct.netns {
+				s.cts[i] = f.ct
+				return
+			}
+		}
+	}
+	if s.nct < uint8(len(s.cts)) {
+		s.cts[s.nct] = f.ct
+		s.nct++
+	}
+}
+
+// sameSYN says whether the event is a SYN (or SYN-ACK) with the flow's own
+// initial sequence number: a retransmit of the flow's, whatever entry
+// conntrack gives it.
+func (s *connState) sameSYN(f *connFacts) bool {
+	return f.isnDir >= 0 && s.hasISN[f.isnDir] && s.isn[f.isnDir] == f.isn
 }
 
 func (s *connState) hasCT(c ctSeen) bool {
