@@ -104,7 +104,7 @@ func (r labRun) requireNoiseFlows(t *testing.T) {
 		}
 		flows++
 		if len(clients) > 1 {
-			t.Errorf("flow %d holds packets of %d connections (%v)", f.ID, len(clients), clients)
+			t.Errorf("flow %d holds packets of %d connections (%v); its flow:\n%s", f.ID, len(clients), clients, dump([]output.JSONFlow{f}))
 		}
 	}
 	if flows != r.noise.TCPConns {
