@@ -4,9 +4,9 @@
  *
  * tcp_conn_request returns 0 whether it queued the SYN or dropped it: a
  * request hashed into the SYN queue during the call
- * (inet_csk_reqsk_queue_hash_add) means queued; otherwise the listener's
- * queues at entry name the cause (a syncookie answer counts as a full SYN
- * queue).
+ * (inet_csk_reqsk_queue_hash_add) means queued, a syncookie computed
+ * (__cookie_v4_init_sequence) means answered by a cookie; otherwise the
+ * listener's queues at entry name the cause.
  *
  * Kernels without kprobes or fentry: a SYN handed to a listener is
  * consumed in tcp_rcv_state_process whatever became of it (a full accept
@@ -27,7 +27,7 @@
  * interrupts a call on this CPU finishes before it (see nt_call_push). */
 NT_CALL_STACK(syn_stack);
 
-#define SYN_QUEUED_MARK 3 /* nt_call.v index: a request was queued */
+#define SYN_ANSWER 3 /* nt_call.v index: NT_SYN_QUEUED or NT_SYN_COOKIE, once answered */
 
 static __always_inline void syn_begin(struct sock *sk, struct sk_buff *skb)
 {
@@ -41,8 +41,8 @@ static __always_inline void syn_begin(struct sock *sk, struct sk_buff *skb)
 	nt_call_push(&syn_stack, &call);
 }
 
-/* The innermost call queued a request for its SYN. */
-static __always_inline void syn_queued(void)
+/* The innermost call answered its SYN: a request queued, or a cookie. */
+static __always_inline void syn_answered(__u8 outcome)
 {
 	__u32 key = 0;
 	struct nt_call_stack *s = bpf_map_lookup_elem(&syn_stack, &key);
@@ -52,7 +52,7 @@ static __always_inline void syn_queued(void)
 		return;
 	d = s->depth - 1;
 	if (d < NT_CALL_DEPTH)
-		s->calls[d & (NT_CALL_DEPTH - 1)].v[SYN_QUEUED_MARK] = 1;
+		s->calls[d & (NT_CALL_DEPTH - 1)].v[SYN_ANSWER] = outcome;
 }
 
 static __always_inline void syn_end(void)
@@ -66,7 +66,7 @@ static __always_inline void syn_end(void)
 	q.accept_qlen = call.v[1];
 	q.accept_max = call.v[2];
 	syn_report((struct sock *)call.aux, (struct sk_buff *)call.obj,
-		   call.v[SYN_QUEUED_MARK] ? NT_SYN_QUEUED : syn_drop_cause(&q), &q);
+		   call.v[SYN_ANSWER] ? call.v[SYN_ANSWER] : syn_drop_cause((struct sock *)call.aux, &q), &q);
 }
 
 SEC("fentry/tcp_conn_request")
@@ -79,7 +79,14 @@ int BPF_PROG(syn_fentry, void *rsk_ops, void *af_ops, struct sock *sk, struct sk
 SEC("fentry/inet_csk_reqsk_queue_hash_add")
 int BPF_PROG(syn_fentry_queued)
 {
-	syn_queued();
+	syn_answered(NT_SYN_QUEUED);
+	return 0;
+}
+
+SEC("fentry/__cookie_v4_init_sequence")
+int BPF_PROG(syn_fentry_cookie)
+{
+	syn_answered(NT_SYN_COOKIE);
 	return 0;
 }
 
@@ -100,7 +107,14 @@ int BPF_KPROBE(syn_kprobe, void *rsk_ops, void *af_ops, struct sock *sk, struct 
 SEC("kprobe/inet_csk_reqsk_queue_hash_add")
 int BPF_KPROBE(syn_kprobe_queued)
 {
-	syn_queued();
+	syn_answered(NT_SYN_QUEUED);
+	return 0;
+}
+
+SEC("kprobe/__cookie_v4_init_sequence")
+int BPF_KPROBE(syn_kprobe_cookie)
+{
+	syn_answered(NT_SYN_COOKIE);
 	return 0;
 }
 

@@ -59,10 +59,11 @@ enum nt_kind {
 enum nt_syn_outcome {
 	NT_SYN_QUEUED = 1,             /* a request socket was created */
 	NT_SYN_DROP_ACCEPT_QUEUE = 2,  /* accept queue was full */
-	NT_SYN_DROP_SYN_QUEUE = 3,     /* SYN queue was full (or a syncookie was sent) */
+	NT_SYN_DROP_SYN_QUEUE = 3,     /* SYN queue was full, syncookies off */
 	NT_SYN_DROP_OTHER = 4,         /* PAWS, LSM, memory: no request was created */
 	NT_SYN_DROP_LISTEN_DROPS = 5,  /* user space only: ListenDrops moved, cause unknown */
 	NT_SYN_DROP_UNANSWERED = 6,    /* consumed by a listener without a SYN-ACK; its queues unknown */
+	NT_SYN_COOKIE = 7,             /* SYN queue full: answered with a syncookie, no request kept */
 };
 
 struct nt_tuple {

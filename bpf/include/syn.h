@@ -42,12 +42,21 @@ static __always_inline struct net_device *syn_dev(struct sk_buff *skb)
 	return dev ? dev : nt_dst_dev(skb);
 }
 
-/* The outcome of a SYN the listener left no answer to. */
-static __always_inline __u8 syn_drop_cause(const struct syn_queues *q)
+/* The outcome of a SYN the listener left no answer to, by the kernel's
+ * order of tests in tcp_conn_request: a full SYN queue drops the SYN only
+ * when syncookies are off (else a cookie answers it, unless the accept
+ * queue is full too); then a full accept queue. Kernels differ on when the
+ * SYN queue is full (6.1: at the backlog, 6.18: past it): at the backlog
+ * exactly, a full accept queue is the likelier cause. */
+static __always_inline __u8 syn_drop_cause(struct sock *sk, const struct syn_queues *q)
 {
+	__u8 syncookies = BPF_CORE_READ(sk, __sk_common.skc_net.net, ipv4.sysctl_tcp_syncookies);
+
+	if (q->syn_qlen > q->accept_max && !syncookies)
+		return NT_SYN_DROP_SYN_QUEUE;
 	if (q->accept_qlen > q->accept_max)
 		return NT_SYN_DROP_ACCEPT_QUEUE;
-	if (q->syn_qlen >= q->accept_max)
+	if (q->syn_qlen >= q->accept_max && !syncookies)
 		return NT_SYN_DROP_SYN_QUEUE;
 	return NT_SYN_DROP_OTHER;
 }
@@ -135,9 +144,9 @@ static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
 		syn_read_queues(listener, &q);
 	answer = syn_answer(&t);
 	if (answer)
-		outcome = answer->req ? NT_SYN_QUEUED : NT_SYN_DROP_SYN_QUEUE;
+		outcome = answer->req ? NT_SYN_QUEUED : NT_SYN_COOKIE;
 	else if (listener)
-		outcome = syn_drop_cause(&q);
+		outcome = syn_drop_cause(listener, &q);
 	else
 		outcome = NT_SYN_DROP_UNANSWERED;
 	syn_report(listener, skb, outcome, &q);

@@ -91,11 +91,13 @@ var points = []pointDef{
 		{method: MethodFentry, programs: []program{
 			{name: "syn_fentry", candidates: []string{"tcp_conn_request"}},
 			{name: "syn_fentry_queued", candidates: []string{"inet_csk_reqsk_queue_hash_add"}},
+			{name: "syn_fentry_cookie", candidates: []string{"__cookie_v4_init_sequence"}},
 			{name: "syn_fexit", candidates: []string{"tcp_conn_request"}},
 		}},
 		{method: MethodKprobe, programs: []program{
 			{name: "syn_kprobe", candidates: []string{"tcp_conn_request"}},
 			{name: "syn_kprobe_queued", candidates: []string{"inet_csk_reqsk_queue_hash_add"}},
+			{name: "syn_kprobe_cookie", candidates: []string{"__cookie_v4_init_sequence"}},
 			{name: "syn_kretprobe", candidates: []string{"tcp_conn_request"}},
 		}},
 		{method: MethodTpBTF, programs: []program{{name: "syn_consume", candidates: []string{"consume_skb"}, site: "consume"}},

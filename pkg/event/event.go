@@ -192,6 +192,10 @@ const (
 	SYNDropOther       SYNOutcome = 4
 	SYNDropListenDrops SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
 	SYNDropUnanswered  SYNOutcome = 6 // consumed by the listener without a SYN-ACK, queues unknown
+	// SYNCookie: the SYN queue was full and a syncookie answered the SYN.
+	// Not a drop: the connection is made when the client's ACK returns the
+	// cookie (unless the accept queue is full by then).
+	SYNCookie SYNOutcome = 7
 )
 
 var synOutcomeNames = map[SYNOutcome]string{
@@ -199,6 +203,7 @@ var synOutcomeNames = map[SYNOutcome]string{
 	SYNDropSYNQueue: "dropped: SYN queue full", SYNDropOther: "dropped: no request created (PAWS, LSM or memory)",
 	SYNDropListenDrops: "dropped by the listener (ListenDrops)",
 	SYNDropUnanswered:  "dropped by the listener (no SYN-ACK)",
+	SYNCookie:          "answered with a syncookie (SYN queue full)",
 }
 
 func (o SYNOutcome) String() string {
@@ -209,7 +214,7 @@ func (o SYNOutcome) String() string {
 }
 
 // Dropped says whether the outcome is a drop.
-func (o SYNOutcome) Dropped() bool { return o != SYNQueued && o != 0 }
+func (o SYNOutcome) Dropped() bool { return o != SYNQueued && o != SYNCookie && o != 0 }
 
 // SYN is the payload of a syn event.
 type SYN struct {
