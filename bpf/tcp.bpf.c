@@ -66,6 +66,13 @@ int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 		e.tuple.tcp_flags = 0;
 		nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
 	}
+	/* A listener answers a segment no connection owns (an ACK after its
+	 * connection closed) with its own socket: that socket names no
+	 * connection, and its cookie would join every connection it reset. */
+	if (sk && BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN) {
+		e.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		sk = NULL;
+	}
 	tcp_report(sk ? &sk->__sk_common : NULL, &e);
 	return 0;
 }

@@ -2,9 +2,13 @@ package test
 
 import (
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
 )
@@ -274,4 +278,69 @@ func TestSYNAcceptQueueFullBeforeTheStart(t *testing.T) {
 			t.Errorf("syn event %+v in %s, want accept queue full (2/1) at 10.98.4.2:8443 in %s", s.SYN, s.Netns, server)
 		}
 	}
+}
+
+// A listener resets segments no connection owns (here ACKs from two ports
+// that never connected) with its own socket: each reset stays in the flow
+// of the segment it answers, and the listener joins no two connections.
+func TestListenerResetsStayApart(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	veth(t, client, "c0", "10.98.40.1/24", server, "s0", "10.98.40.2/24")
+	listen(t, server, "10.98.40.2:8443", 8, true)
+	w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
+	ports := []uint16{41001, 41002}
+	for _, port := range ports {
+		sendStrayACK(t, client, "10.98.40.1", "10.98.40.2", port, 8443)
+	}
+	time.Sleep(200 * time.Millisecond)
+	tr := w.stop(t)
+
+	resets := find(tr.events, func(e output.JSONEvent) bool {
+		return e.Point == "tcp" && e.Kind == "rst-sent" && e.Netns == server
+	})
+	if len(resets) != len(ports) {
+		t.Fatalf("%d resets sent by the listener, want %d:\n%s", len(resets), len(ports), dump(tr.events))
+	}
+	for _, f := range tr.flows {
+		seen := map[uint16]bool{}
+		for _, p := range f.Packets {
+			for _, s := range p.Steps {
+				if s.Tuple == nil {
+					continue
+				}
+				for _, port := range ports {
+					if s.Tuple.Sport == port || s.Tuple.Dport == port {
+						seen[port] = true
+					}
+				}
+			}
+		}
+		if len(seen) > 1 {
+			t.Errorf("flow %d holds the segments of two client ports:\n%s", f.ID, dump([]output.JSONFlow{f}))
+		}
+	}
+}
+
+// sendStrayACK sends, from a raw socket in ns, a TCP ACK that belongs to
+// no connection.
+func sendStrayACK(t *testing.T, ns, src, dst string, sport, dport uint16) {
+	t.Helper()
+	ip := &layers.IPv4{SrcIP: net.ParseIP(src).To4(), DstIP: net.ParseIP(dst).To4(), Protocol: layers.IPProtocolTCP}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), Seq: 1000, Ack: 2000, ACK: true, Window: 1024}
+	if err := tcp.SetNetworkLayerForChecksum(ip); err != nil {
+		t.Fatal(err)
+	}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true}, tcp); err != nil {
+		t.Fatal(err)
+	}
+	inNetns(t, ns, func() error {
+		c, err := net.ListenPacket("ip4:tcp", src)
+		if err != nil {
+			return fmt.Errorf("raw socket: %w", err)
+		}
+		defer c.Close()
+		_, err = c.WriteTo(buf.Bytes(), &net.IPAddr{IP: ip.DstIP})
+		return err
+	})
 }

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 KERNEL=${1:-}
 TIMEOUT=${VMTEST_TIMEOUT:-1620}
 # The tests the guest runs, and how many times (to chase a flaky one).
-RUN=${VMTEST_RUN:-'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'}
+RUN=${VMTEST_RUN:-'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'}
 COUNT=${VMTEST_COUNT:-1}
 CACHE=.cache/vmtest
 mkdir -p "$CACHE"
