@@ -118,7 +118,7 @@ func natBase(podCIDR string) string {
 
 // noiseService is the background traffic's Service (Noise), as kube-proxy's
 // nftables mode writes it.
-var noiseService = nftService{name: "noise", clusterIP: NoiseServiceIP, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{Pod2IP, fmt.Sprint(NoisePort)}}}
+var noiseService = nftService{name: "noise", clusterIP: NoiseServiceIP, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{Pod2IP, fmt.Sprint(NoiseEndpointPort)}}}
 
 // 3 in nftables mode: node 1 runs kube-proxy's nftables mode.
 func servicePathsNft(bool) *Scenario {

@@ -23,7 +23,13 @@ const (
 	NoisePodIP     = "10.244.1.50" // q1, a pod on node 1 that only makes noise
 	NoiseServiceIP = "10.96.0.99"  // a ClusterIP in front of p2's noise server
 	NoisePort      = 9000          // TCP servers in p1 and p2
-	NoiseUDPPort   = 9001          // UDP echo in p2
+	// NoiseEndpointPort is the port of the Service's endpoint on p2: not
+	// NoisePort, so that a connection through the Service and one straight
+	// to p2 from the same source port never share a tuple after the DNAT
+	// (conntrack would remap the port, or drop a clash: a fault of its own,
+	// not background traffic).
+	NoiseEndpointPort = 9002
+	NoiseUDPPort      = 9001 // UDP echo in p2
 	// NoiseFixedPort is the source port the reusing clients bind: each of
 	// their connections has the same tuple as the one before it.
 	NoiseFixedPort = 40000
@@ -91,8 +97,11 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 			c.Close()
 		}
 	}()
-	for _, p := range []Pod{{"p1", 1, Pod1IP}, {"p2", 2, Pod2IP}} {
-		ln, err := listenIn(p.Namespace(), fmt.Sprintf("%s:%d", p.IP, NoisePort))
+	for _, addr := range []struct {
+		pod  Pod
+		port int
+	}{{Pod{"p1", 1, Pod1IP}, NoisePort}, {Pod{"p2", 2, Pod2IP}, NoisePort}, {Pod{"p2", 2, Pod2IP}, NoiseEndpointPort}} {
+		ln, err := listenIn(addr.pod.Namespace(), fmt.Sprintf("%s:%d", addr.pod.IP, addr.port))
 		if err != nil {
 			return NoiseReport{}, err
 		}

@@ -54,7 +54,7 @@ func kubeProxyBase(t *natTable) {
 	t.add(`-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN`)
 	t.add(`-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0`)
 	t.add(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	service{name: "noise", clusterIP: NoiseServiceIP, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{Pod2IP, fmt.Sprint(NoisePort)}}}.write(t)
+	service{name: "noise", clusterIP: NoiseServiceIP, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{Pod2IP, fmt.Sprint(NoiseEndpointPort)}}}.write(t)
 }
 
 // kubeProxyNodePorts must be the last rule of KUBE-SERVICES.
