@@ -110,14 +110,14 @@ static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, con
 	if (in.proto != now->proto)
 		return false;
 	if (dst_hook) {
-		if (in.saddr != now->saddr || in.sport != now->sport)
+		if (!nt_same_addr(in.saddr, now->saddr) || in.sport != now->sport)
 			return false;
-		pre->daddr = in.daddr;
+		__builtin_memcpy(pre->daddr, in.daddr, sizeof(pre->daddr));
 		pre->dport = in.dport;
 	} else {
-		if (in.saddr == now->saddr && in.sport == now->sport)
+		if (nt_same_addr(in.saddr, now->saddr) && in.sport == now->sport)
 			return true;
-		pre->saddr = in.saddr;
+		__builtin_memcpy(pre->saddr, in.saddr, sizeof(pre->saddr));
 		pre->sport = in.sport;
 	}
 	return true;

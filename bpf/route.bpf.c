@@ -26,7 +26,7 @@ static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event 
 		bpf_probe_read_kernel_str(e->u.route.oifname, sizeof(e->u.route.oifname), dev->name);
 	}
 	if (BPF_CORE_READ(rt, rt_gw_family) == 2 /* AF_INET */)
-		e->u.route.gateway = BPF_CORE_READ(rt, rt_gw4);
+		e->u.route.gateway[0] = BPF_CORE_READ(rt, rt_gw4);
 }
 
 static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, int err, bool direct)
@@ -46,7 +46,7 @@ static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, i
 		return;
 	nt_fill_ct(skb, &e);
 	e.u.route.err = err;
-	e.u.route.saddr = e.tuple.saddr;
+	__builtin_memcpy(e.u.route.saddr, e.tuple.saddr, sizeof(e.u.route.saddr));
 	route_fill_dst(skb, &e);
 	nt_submit_skb(&e, skb, false, direct);
 }
@@ -92,8 +92,8 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	struct nt_event e;
 
 	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
-	e.tuple.saddr = flp->saddr;
-	e.tuple.daddr = flp->daddr;
+	e.tuple.saddr[0] = flp->saddr;
+	e.tuple.daddr[0] = flp->daddr;
 	e.tuple.proto = flp->__fl_common.flowic_proto;
 	e.tuple.sport = bpf_ntohs(flp->uli.ports.sport);
 	e.tuple.dport = bpf_ntohs(flp->uli.ports.dport);
@@ -106,8 +106,8 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	 * inside the window that does not (a softirq's input route, or any
 	 * lookup after a NAT that dropped its packet, whose window stays open)
 	 * is not that packet's. */
-	if (slot && slot->active && slot->followed && (!flp->saddr || flp->saddr == slot->pre.saddr) &&
-	    flp->daddr != slot->pre.daddr) {
+	if (slot && slot->active && slot->followed && !slot->pre.ipv6 &&
+	    (!flp->saddr || flp->saddr == slot->pre.saddr[0]) && flp->daddr != slot->pre.daddr[0]) {
 		e.skb = slot->skb;
 		e.hook = NF_INET_LOCAL_OUT;
 	} else if (!filter_len || !nt_filter_match(&e.tuple)) {
@@ -118,7 +118,7 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	if (nhc) {
 		dev = BPF_CORE_READ(nhc, nhc_dev);
 		if (BPF_CORE_READ(nhc, nhc_gw_family) == 2 /* AF_INET */)
-			e.u.route.gateway = BPF_CORE_READ(nhc, nhc_gw.ipv4);
+			e.u.route.gateway[0] = BPF_CORE_READ(nhc, nhc_gw.ipv4);
 	}
 	if (dev) {
 		e.netns = nt_dev_netns(dev, false);
@@ -127,7 +127,7 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 		e.u.route.oif = BPF_CORE_READ(dev, ifindex);
 		bpf_probe_read_kernel_str(e.u.route.oifname, sizeof(e.u.route.oifname), dev->name);
 	}
-	e.u.route.saddr = e.tuple.saddr;
+	e.u.route.saddr[0] = e.tuple.saddr[0];
 	e.u.route.err = err;
 	e.u.route.table = table;
 	nt_submit(&e);

@@ -13,8 +13,8 @@
 
 static __always_inline void tcp_sock_tuple(const struct sock_common *skc, struct nt_tuple *t)
 {
-	t->saddr = BPF_CORE_READ(skc, skc_rcv_saddr);
-	t->daddr = BPF_CORE_READ(skc, skc_daddr);
+	t->saddr[0] = BPF_CORE_READ(skc, skc_rcv_saddr);
+	t->daddr[0] = BPF_CORE_READ(skc, skc_daddr);
 	t->sport = BPF_CORE_READ(skc, skc_num);
 	t->dport = bpf_ntohs(BPF_CORE_READ(skc, skc_dport));
 	t->proto = IPPROTO_TCP;
@@ -59,8 +59,8 @@ int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 	/* The skb is the packet being answered: the reset goes the other way. */
 	if (skb && nt_parse_skb((struct sk_buff *)skb, false, &e, NULL, false)) {
 		in = e.tuple;
-		e.tuple.saddr = in.daddr;
-		e.tuple.daddr = in.saddr;
+		__builtin_memcpy(e.tuple.saddr, in.daddr, sizeof(e.tuple.saddr));
+		__builtin_memcpy(e.tuple.daddr, in.saddr, sizeof(e.tuple.daddr));
 		e.tuple.sport = in.dport;
 		e.tuple.dport = in.sport;
 		e.tuple.tcp_flags = 0;

@@ -29,8 +29,8 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 	if (!nt_read_ipv4(head, BPF_CORE_READ(skb, inner_network_header), &e.inner))
 		return;
 	e.flags |= NT_F_INNER;
-	e.tuple.saddr = src;
-	e.tuple.daddr = dst;
+	e.tuple.saddr[0] = src;
+	e.tuple.daddr[0] = dst;
 	e.tuple.proto = IPPROTO_UDP;
 	e.tuple.sport = sport;
 	e.tuple.dport = dport;
@@ -43,8 +43,8 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 		return;
 	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
 		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
-	e.u.vxlan.remote = dst;
-	e.u.vxlan.local = src;
+	e.u.vxlan.remote[0] = dst;
+	e.u.vxlan.local[0] = src;
 	e.u.vxlan.port = dport;
 	nt_fill_dev(dev, &e);
 	nt_submit(&e);

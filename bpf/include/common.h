@@ -19,6 +19,8 @@
 #define IPPROTO_ICMP 1
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
+#define IPPROTO_ICMPV6 58
+#define NT_AF_INET6 10
 #define NF_ACCEPT 1
 #define NT_HOOKS 5
 #define NF_INET_LOCAL_OUT 3
@@ -321,6 +323,14 @@ static __always_inline bool nt_port_match(__u16 p, const volatile struct nt_filt
 	return p >= in->port && p <= in->port_end;
 }
 
+/* Whether an address is in a host or net instruction's network. An IPv4
+ * address and mask have zero in their last three words. */
+static __always_inline bool nt_addr_in(const __u32 *a, const volatile struct nt_filter_insn *in)
+{
+	return (a[0] & in->mask[0]) == in->addr[0] && (a[1] & in->mask[1]) == in->addr[1] &&
+	       (a[2] & in->mask[2]) == in->addr[2] && (a[3] & in->mask[3]) == in->addr[3];
+}
+
 static __always_inline bool nt_insn_match(const struct nt_tuple *t,
 					  const volatile struct nt_filter_insn *in)
 {
@@ -330,8 +340,10 @@ static __always_inline bool nt_insn_match(const struct nt_tuple *t,
 	case NT_OP_PROTO:
 		return t->proto == in->proto;
 	case NT_OP_HOST:
-		src = (t->saddr & in->mask) == in->addr;
-		dst = (t->daddr & in->mask) == in->addr;
+		if (t->ipv6 != in->ipv6)
+			return false;
+		src = nt_addr_in(t->saddr, in);
+		dst = nt_addr_in(t->daddr, in);
 		break;
 	case NT_OP_PORT:
 		if (t->proto != IPPROTO_TCP && t->proto != IPPROTO_UDP)
@@ -394,10 +406,11 @@ static __always_inline __u32 nt_ct_status(struct nf_conn *ct);
 
 static __always_inline void nt_track_tuple(struct nt_tuple *t)
 {
-	struct nt_tuple rev = {
-		.saddr = t->daddr, .daddr = t->saddr, .sport = t->dport, .dport = t->sport, .proto = t->proto,
-	};
+	struct nt_tuple rev = { .sport = t->dport, .dport = t->sport, .proto = t->proto, .ipv6 = t->ipv6 };
 	__u8 one = 1;
+
+	__builtin_memcpy(rev.saddr, t->daddr, sizeof(rev.saddr));
+	__builtin_memcpy(rev.daddr, t->saddr, sizeof(rev.daddr));
 
 	t->tcp_flags = 0;
 	bpf_map_update_elem(&tracked_tuple, t, &one, BPF_ANY);
@@ -420,9 +433,16 @@ static __always_inline void nt_track_ct_tuples(__u64 ct)
 #define NT_FOLLOWED_SKB 1 /* tracked_skb mark of a reported packet */
 #define NT_QUIET_SKB 2    /* tracked_skb mark of a quiet packet */
 
+/* IPv4 addresses are zero past their first word, so one comparison holds
+ * for both families. */
+static __always_inline bool nt_same_addr(const __u32 *a, const __u32 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
 static __always_inline bool nt_same_tuple(const struct nt_tuple *a, const struct nt_tuple *b)
 {
-	return a->saddr == b->saddr && a->daddr == b->daddr && a->sport == b->sport &&
+	return nt_same_addr(a->saddr, b->saddr) && nt_same_addr(a->daddr, b->daddr) && a->sport == b->sport &&
 	       a->dport == b->dport && a->proto == b->proto;
 }
 
@@ -621,8 +641,8 @@ static __always_inline __u32 nt_read_ipv4_cast(unsigned char *head, __u32 off, s
 
 	if ((vihl >> 4) != 4 || (vihl & 0xf) < 5)
 		return 0;
-	t->saddr = ip->saddr;
-	t->daddr = ip->daddr;
+	t->saddr[0] = ip->saddr;
+	t->daddr[0] = ip->daddr;
 	t->proto = ip->protocol;
 	thoff = off + (vihl & 0xf) * 4;
 	/* Later fragments carry no transport header. */
@@ -650,8 +670,8 @@ static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct
 		return 0;
 	if (h.ip.version != 4 || h.ip.ihl < 5)
 		return 0;
-	t->saddr = h.ip.saddr;
-	t->daddr = h.ip.daddr;
+	t->saddr[0] = h.ip.saddr;
+	t->daddr[0] = h.ip.daddr;
 	t->proto = h.ip.protocol;
 	thoff = off + h.ip.ihl * 4;
 	/* Later fragments carry no transport header. */
@@ -734,10 +754,19 @@ static __always_inline void nt_read_ct_tuple(struct nf_conntrack_tuple *src, str
 		c = NT_CAST(struct nf_conntrack_tuple, src);
 	else if (bpf_probe_read_kernel(&ct, sizeof(ct), src))
 		return;
-	t->saddr = c->src.u3.ip;
-	t->daddr = c->dst.u3.ip;
+	if (c->src.l3num == NT_AF_INET6) {
+		t->ipv6 = 1;
+		/* Unrolled: a bounded copy of four words. */
+		for (int i = 0; i < 4; i++) {
+			t->saddr[i] = c->src.u3.all[i];
+			t->daddr[i] = c->dst.u3.all[i];
+		}
+	} else {
+		t->saddr[0] = c->src.u3.ip;
+		t->daddr[0] = c->dst.u3.ip;
+	}
 	t->proto = c->dst.protonum;
-	if (t->proto == IPPROTO_ICMP) {
+	if (t->proto == IPPROTO_ICMP || t->proto == IPPROTO_ICMPV6) {
 		t->sport = (c->dst.u.icmp.type << 8) | c->dst.u.icmp.code;
 		t->dport = bpf_ntohs(c->src.u.icmp.id);
 	} else {

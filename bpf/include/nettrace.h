@@ -8,8 +8,13 @@
  * decoder branch-free; the per-point payload is a union so that it stays
  * under 200 bytes.
  *
- * Byte order: IPv4 addresses stay in network byte order (as read from the
+ * Byte order: addresses stay in network byte order (as read from the
  * packet), ports are converted to host byte order in the kernel.
+ *
+ * Addresses: four words, IPv4 in the first (the rest zero), IPv6 in all
+ * four; a tuple says which. The kernel record is wider than an IPv4 event
+ * needs: recordings and memory keep IPv4 addresses in four bytes
+ * (pkg/event).
  */
 #ifndef NETTRACE_H
 #define NETTRACE_H
@@ -67,13 +72,14 @@ enum nt_syn_outcome {
 };
 
 struct nt_tuple {
-	__u32 saddr;
-	__u32 daddr;
+	__u32 saddr[4];
+	__u32 daddr[4];
 	__u16 sport; /* ICMP: type << 8 | code */
 	__u16 dport; /* ICMP: echo id */
 	__u8 proto;
 	__u8 tcp_flags;
-	__u8 _pad[2];
+	__u8 ipv6; /* 1: IPv6 addresses, 0: IPv4 */
+	__u8 _pad;
 };
 
 struct nt_conntrack {
@@ -94,11 +100,12 @@ struct nt_nat {
 	char out_ifname[NT_IFNAMSIZ];
 };
 
+/* The addresses of these payloads have the family of the event's tuple. */
 struct nt_route {
 	__u32 oif;
-	__u32 gateway;
-	__u32 saddr;
 	__s32 err;
+	__u32 gateway[4];
+	__u32 saddr[4];
 	__u32 table;
 	__u32 _pad;
 	char oifname[NT_IFNAMSIZ];
@@ -106,14 +113,14 @@ struct nt_route {
 
 struct nt_vxlan {
 	__u32 vni;
-	__u32 remote; /* remote VTEP */
-	__u32 local;
+	__u32 remote[4]; /* remote VTEP */
+	__u32 local[4];
 	__u16 port;
 	__u16 _pad;
 };
 
 struct nt_syn {
-	__u32 laddr; /* listener address and port */
+	__u32 laddr[4]; /* listener address and port */
 	__u16 lport;
 	__u8 outcome;
 	__u8 _pad;
@@ -188,11 +195,11 @@ struct nt_filter_insn {
 	__u8 op;
 	__u8 dir;
 	__u8 proto;
-	__u8 _pad;
+	__u8 ipv6; /* NT_OP_HOST: the family of addr and mask */
 	__u16 port;
 	__u16 port_end;
-	__u32 addr;
-	__u32 mask;
+	__u32 addr[4];
+	__u32 mask[4];
 };
 
 #endif

@@ -78,10 +78,12 @@ static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u
 		e.ifindex = 0;
 		e.ifname[0] = 0;
 	}
-	e.u.syn.laddr = e.tuple.daddr;
+	__builtin_memcpy(e.u.syn.laddr, e.tuple.daddr, sizeof(e.u.syn.laddr));
 	e.u.syn.lport = e.tuple.dport;
 	if (sk) {
-		e.u.syn.laddr = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		/* An IPv6 listener keeps the address the SYN was sent to. */
+		if (!e.tuple.ipv6)
+			e.u.syn.laddr[0] = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
 		e.u.syn.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	}
 	e.u.syn.syn_qlen = q->syn_qlen;
@@ -103,8 +105,9 @@ static __always_inline const struct synack_slot *syn_answer(const struct nt_tupl
 	for (int i = 0; i < NT_SYNACK_SLOTS; i++) {
 		const struct synack_slot *s = &ring->slots[i];
 
-		if (s->ts && now - s->ts < SYNACK_WINDOW_NS && s->tuple.saddr == syn->daddr &&
-		    s->tuple.daddr == syn->saddr && s->tuple.sport == syn->dport && s->tuple.dport == syn->sport)
+		if (s->ts && now - s->ts < SYNACK_WINDOW_NS && nt_same_addr(s->tuple.saddr, syn->daddr) &&
+		    nt_same_addr(s->tuple.daddr, syn->saddr) && s->tuple.sport == syn->dport &&
+		    s->tuple.dport == syn->sport)
 			return s;
 	}
 	return NULL;

@@ -99,8 +99,8 @@ static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device
 	nt_fill_ct(skb, &e);
 	nt_fill_dev(dev, &e);
 	e.u.vxlan.vni = vni;
-	e.u.vxlan.remote = e.tuple.daddr;
-	e.u.vxlan.local = e.tuple.saddr;
+	__builtin_memcpy(e.u.vxlan.remote, e.tuple.daddr, sizeof(e.u.vxlan.remote));
+	__builtin_memcpy(e.u.vxlan.local, e.tuple.saddr, sizeof(e.u.vxlan.local));
 	e.u.vxlan.port = e.tuple.dport;
 	nt_submit_skb(&e, skb, false, true);
 }
