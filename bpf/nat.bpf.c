@@ -63,7 +63,10 @@ static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt
 static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
 {
 	struct nat_slot *slot;
-	struct nt_event e;
+	NT_EVENT(e);
+
+	if (!e)
+		return;
 
 	if (hook >= NT_HOOKS)
 		return;
@@ -73,16 +76,16 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->active = 0;
 	if (!nt_netns_watched(netns))
 		return;
-	nt_init(&e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
-	if (!nt_parse_skb(skb, false, &e, NULL, direct))
+	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
+	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		return;
 	if (hook == NF_INET_LOCAL_OUT)
-		nat_note_synack(skb, &e.tuple, netns);
+		nat_note_synack(skb, &e->tuple, netns);
 	slot->skb = (__u64)skb;
-	slot->pre = e.tuple;
+	slot->pre = e->tuple;
 	slot->active = 1;
-	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, (e.flags & NT_F_INNER) ? &e.inner : NULL) &&
-			 nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) == NT_REPORT;
+	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL) &&
+			 nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, NULL) == NT_REPORT;
 }
 
 #define NF_INET_PRE_ROUTING 0
@@ -126,11 +129,14 @@ static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, con
 static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
 {
 	struct nat_slot *slot;
-	struct nt_event e;
+	NT_EVENT(e);
 	bool followed = false;
 	struct net_device *out;
 	__u64 ct;
 	int verdict;
+
+	if (!e)
+		return;
 
 	if (hook >= NT_HOOKS)
 		return;
@@ -139,44 +145,44 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		return;
 	if (!nt_netns_watched(netns))
 		return;
-	nt_init(&e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
-	e.hook = hook;
-	e.netns = netns;
-	if (!nt_parse_skb(skb, false, &e, NULL, direct))
+	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
+	e->hook = hook;
+	e->netns = netns;
+	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		goto out;
 	if (slot->active && slot->skb == (__u64)skb) {
-		e.u.nat.pre = slot->pre;
-		e.flags |= NT_F_PRE;
+		e->u.nat.pre = slot->pre;
+		e->flags |= NT_F_PRE;
 		followed = slot->followed;
 	}
 	if (!followed) {
 		ct = nt_ct_of(skb, direct);
-		if (nt_unremarkable(ct, &e.tuple, (e.flags & NT_F_INNER) ? &e.inner : NULL))
+		if (nt_unremarkable(ct, &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
 			goto out;
 		/* A packet DNATed onto the filter's address is followed from
 		 * here on; one DNATed away from it (a ClusterIP) by its tuple
 		 * before. */
-		verdict = nt_follow(e.skb, ct, &e.tuple, NULL);
+		verdict = nt_follow(e->skb, ct, &e->tuple, NULL);
 		if (verdict == NT_QUIET)
 			goto out;
-		if (!(e.flags & NT_F_PRE) && nat_pre_from_ct(skb, hook, &e.tuple, &e.u.nat.pre, direct)) {
-			e.flags |= NT_F_PRE;
-			if (verdict == NT_SKIP && !nt_same_tuple(&e.u.nat.pre, &e.tuple))
-				verdict = nt_follow(e.skb, ct, &e.u.nat.pre, NULL);
+		if (!(e->flags & NT_F_PRE) && nat_pre_from_ct(skb, hook, &e->tuple, &e->u.nat.pre, direct)) {
+			e->flags |= NT_F_PRE;
+			if (verdict == NT_SKIP && !nt_same_tuple(&e->u.nat.pre, &e->tuple))
+				verdict = nt_follow(e->skb, ct, &e->u.nat.pre, NULL);
 		}
 		if (verdict != NT_REPORT)
 			goto out;
 	}
-	nt_fill_ct(skb, &e);
-	if (filter_len && (e.flags & NT_F_CT) && !(e.ct.status & IPS_CONFIRMED))
-		nt_track_ct_tuples(e.ct.id);
+	nt_fill_ct(skb, e);
+	if (filter_len && (e->flags & NT_F_CT) && !(e->ct.status & IPS_CONFIRMED))
+		nt_track_ct_tuples(e->ct.id);
 	out = nt_dst_dev(skb);
 	if (out) {
-		e.u.nat.out_ifindex = BPF_CORE_READ(out, ifindex);
-		bpf_probe_read_kernel_str(e.u.nat.out_ifname, sizeof(e.u.nat.out_ifname), out->name);
+		e->u.nat.out_ifindex = BPF_CORE_READ(out, ifindex);
+		bpf_probe_read_kernel_str(e->u.nat.out_ifname, sizeof(e->u.nat.out_ifname), out->name);
 	}
-	nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
-	nt_submit_skb(&e, skb, false, direct);
+	nt_fill_dev(BPF_CORE_READ(skb, dev), e);
+	nt_submit_skb(e, skb, false, direct);
 out:
 	slot->active = 0;
 }

@@ -31,24 +31,27 @@ static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event 
 
 static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, int err, bool direct)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 	__u32 netns = BPF_CORE_READ(net, ns.inum);
+
+	if (!e)
+		return;
 
 	if (!nt_netns_watched(netns))
 		return;
-	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_REROUTE, (__u64)skb);
-	e.hook = NF_INET_LOCAL_OUT;
-	e.netns = netns;
-	if (!nt_parse_skb(skb, false, &e, NULL, direct))
+	nt_init(e, NT_POINT_ROUTE, NT_KIND_ROUTE_REROUTE, (__u64)skb);
+	e->hook = NF_INET_LOCAL_OUT;
+	e->netns = netns;
+	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		return;
-	if (nt_unremarkable(nt_ct_of(skb, direct), &e.tuple, NULL) ||
-	    nt_follow(e.skb, nt_ct_of(skb, direct), &e.tuple, NULL) != NT_REPORT)
+	if (nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, NULL) ||
+	    nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, NULL) != NT_REPORT)
 		return;
-	nt_fill_ct(skb, &e);
-	e.u.route.err = err;
-	__builtin_memcpy(e.u.route.saddr, e.tuple.saddr, sizeof(e.u.route.saddr));
-	route_fill_dst(skb, &e);
-	nt_submit_skb(&e, skb, false, direct);
+	nt_fill_ct(skb, e);
+	e->u.route.err = err;
+	__builtin_memcpy(e->u.route.saddr, e->tuple.saddr, sizeof(e->u.route.saddr));
+	route_fill_dst(skb, e);
+	nt_submit_skb(e, skb, false, direct);
 }
 
 SEC("fexit/ip_route_me_harder")
@@ -89,14 +92,17 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	__u32 hook = NF_INET_LOCAL_OUT;
 	struct nat_slot *slot = bpf_map_lookup_elem(&nat_slots, &hook);
 	struct net_device *dev = NULL;
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
-	e.tuple.saddr[0] = flp->saddr;
-	e.tuple.daddr[0] = flp->daddr;
-	e.tuple.proto = flp->__fl_common.flowic_proto;
-	e.tuple.sport = bpf_ntohs(flp->uli.ports.sport);
-	e.tuple.dport = bpf_ntohs(flp->uli.ports.dport);
+	if (!e)
+		return 0;
+
+	nt_init(e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
+	e->tuple.saddr[0] = flp->saddr;
+	e->tuple.daddr[0] = flp->daddr;
+	e->tuple.proto = flp->__fl_common.flowic_proto;
+	e->tuple.sport = bpf_ntohs(flp->uli.ports.sport);
+	e->tuple.dport = bpf_ntohs(flp->uli.ports.dport);
 	/* Address-type checks (inet_addr_type) look up the local table; they
 	 * are not routing decisions. */
 	if (table == RT_TABLE_LOCAL)
@@ -108,9 +114,9 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	 * is not that packet's. */
 	if (slot && slot->active && slot->followed && !slot->pre.ipv6 &&
 	    (!flp->saddr || flp->saddr == slot->pre.saddr[0]) && flp->daddr != slot->pre.daddr[0]) {
-		e.skb = slot->skb;
-		e.hook = NF_INET_LOCAL_OUT;
-	} else if (!filter_len || !nt_filter_match(&e.tuple)) {
+		e->skb = slot->skb;
+		e->hook = NF_INET_LOCAL_OUT;
+	} else if (!filter_len || !nt_filter_match(&e->tuple)) {
 		/* Unattributed lookups are reported only for an explicit match:
 		 * with no filter they would be one per routed packet. */
 		return 0;
@@ -118,18 +124,18 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	if (nhc) {
 		dev = BPF_CORE_READ(nhc, nhc_dev);
 		if (BPF_CORE_READ(nhc, nhc_gw_family) == 2 /* AF_INET */)
-			e.u.route.gateway[0] = BPF_CORE_READ(nhc, nhc_gw.ipv4);
+			e->u.route.gateway[0] = BPF_CORE_READ(nhc, nhc_gw.ipv4);
 	}
 	if (dev) {
-		e.netns = nt_dev_netns(dev, false);
-		if (!nt_netns_watched(e.netns))
+		e->netns = nt_dev_netns(dev, false);
+		if (!nt_netns_watched(e->netns))
 			return 0;
-		e.u.route.oif = BPF_CORE_READ(dev, ifindex);
-		bpf_probe_read_kernel_str(e.u.route.oifname, sizeof(e.u.route.oifname), dev->name);
+		e->u.route.oif = BPF_CORE_READ(dev, ifindex);
+		bpf_probe_read_kernel_str(e->u.route.oifname, sizeof(e->u.route.oifname), dev->name);
 	}
-	e.u.route.saddr[0] = e.tuple.saddr[0];
-	e.u.route.err = err;
-	e.u.route.table = table;
-	nt_submit(&e);
+	e->u.route.saddr[0] = e->tuple.saddr[0];
+	e->u.route.err = err;
+	e->u.route.table = table;
+	nt_submit(e);
 	return 0;
 }

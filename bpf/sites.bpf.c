@@ -16,9 +16,9 @@ volatile const bool on_dev_tx = false;     /* dev point, tp_btf method */
 volatile const bool on_syn_consume = false; /* syn point, tp_btf method */
 volatile const bool on_drop_consume = false; /* drop point, tp_btf method */
 
-/* Each handler builds its event on the stack: as calls of their own
- * (static, so verified with the caller's argument types) their frames
- * follow one another instead of adding up past the 512-byte stack. */
+/* Each handler is a call of its own (static, so verified with the
+ * caller's argument types): their frames (parsed tuples, queue snapshots)
+ * follow one another instead of adding up on the 512-byte stack. */
 static __noinline void xmit_vxlan(struct sk_buff *skb, struct net_device *dev)
 {
 	vxlan_at_xmit(skb, dev);

@@ -42,61 +42,73 @@ static __always_inline void tcp_report(const struct sock_common *skc, struct nt_
 SEC("tp_btf/tcp_retransmit_synack")
 int BPF_PROG(tcp_synack_retrans, const struct sock *sk, const struct request_sock *req)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_SYNACK_RETRANS, 0);
-	tcp_report(&req->__req_common, &e);
+	if (!e)
+		return 0;
+
+	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_SYNACK_RETRANS, 0);
+	tcp_report(&req->__req_common, e);
 	return 0;
 }
 
 SEC("tp_btf/tcp_send_reset")
 int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 	struct nt_tuple in = {};
 
-	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_RST_SENT, (__u64)skb);
+	if (!e)
+		return 0;
+
+	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_RST_SENT, (__u64)skb);
 	/* The skb is the packet being answered: the reset goes the other way. */
-	if (skb && nt_parse_skb((struct sk_buff *)skb, false, &e, NULL, false)) {
-		in = e.tuple;
-		__builtin_memcpy(e.tuple.saddr, in.daddr, sizeof(e.tuple.saddr));
-		__builtin_memcpy(e.tuple.daddr, in.saddr, sizeof(e.tuple.daddr));
-		e.tuple.sport = in.dport;
-		e.tuple.dport = in.sport;
-		e.tuple.tcp_flags = 0;
-		nt_fill_dev(BPF_CORE_READ(skb, dev), &e);
+	if (skb && nt_parse_skb((struct sk_buff *)skb, false, e, NULL, false)) {
+		in = e->tuple;
+		__builtin_memcpy(e->tuple.saddr, in.daddr, sizeof(e->tuple.saddr));
+		__builtin_memcpy(e->tuple.daddr, in.saddr, sizeof(e->tuple.daddr));
+		e->tuple.sport = in.dport;
+		e->tuple.dport = in.sport;
+		e->tuple.tcp_flags = 0;
+		nt_fill_dev(BPF_CORE_READ(skb, dev), e);
 	}
 	/* A listener answers a segment no connection owns (an ACK after its
 	 * connection closed) with its own socket: that socket names no
 	 * connection, and its cookie would join every connection it reset. */
 	if (sk && BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_LISTEN) {
-		e.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 		sk = NULL;
 	}
-	tcp_report(sk ? &sk->__sk_common : NULL, &e);
+	tcp_report(sk ? &sk->__sk_common : NULL, e);
 	return 0;
 }
 
 SEC("tp_btf/tcp_receive_reset")
 int BPF_PROG(tcp_rst_recv, const struct sock *sk)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_RST_RECV, 0);
-	tcp_report(&sk->__sk_common, &e);
+	if (!e)
+		return 0;
+
+	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_RST_RECV, 0);
+	tcp_report(&sk->__sk_common, e);
 	return 0;
 }
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(tcp_state, const struct sock *sk, int oldstate, int newstate)
 {
-	struct nt_event e;
+	NT_EVENT(e);
+
+	if (!e)
+		return 0;
 
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
 		return 0;
-	nt_init(&e, NT_POINT_TCP, NT_KIND_TCP_STATE, 0);
-	e.u.tcp.oldstate = oldstate;
-	e.u.tcp.newstate = newstate;
-	tcp_report(&sk->__sk_common, &e);
+	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_STATE, 0);
+	e->u.tcp.oldstate = oldstate;
+	e->u.tcp.newstate = newstate;
+	tcp_report(&sk->__sk_common, e);
 	return 0;
 }

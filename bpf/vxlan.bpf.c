@@ -22,32 +22,35 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 	unsigned char *data = BPF_CORE_READ(skb, data);
 	struct net_device *dev = BPF_CORE_READ(rt, dst.dev);
 	__u8 vx[VXLAN_HLEN];
-	struct nt_event e;
+	NT_EVENT(e);
 	__u32 netns = 0;
 
-	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
-	if (!nt_read_ipv4(head, BPF_CORE_READ(skb, inner_network_header), &e.inner))
+	if (!e)
 		return;
-	e.flags |= NT_F_INNER;
-	e.tuple.saddr[0] = src;
-	e.tuple.daddr[0] = dst;
-	e.tuple.proto = IPPROTO_UDP;
-	e.tuple.sport = sport;
-	e.tuple.dport = dport;
+
+	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
+	if (!nt_read_ipv4(head, BPF_CORE_READ(skb, inner_network_header), &e->inner))
+		return;
+	e->flags |= NT_F_INNER;
+	e->tuple.saddr[0] = src;
+	e->tuple.daddr[0] = dst;
+	e->tuple.proto = IPPROTO_UDP;
+	e->tuple.sport = sport;
+	e->tuple.dport = dport;
 	if (dev) {
 		netns = nt_dev_netns(dev, false);
 		if (!nt_netns_watched(netns))
 			return;
 	}
-	if (nt_unremarkable(0, &e.tuple, &e.inner) || nt_follow(e.skb, nt_ct_of(skb, false), &e.tuple, &e.inner) != NT_REPORT)
+	if (nt_unremarkable(0, &e->tuple, &e->inner) || nt_follow(e->skb, nt_ct_of(skb, false), &e->tuple, &e->inner) != NT_REPORT)
 		return;
 	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
-		e.u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
-	e.u.vxlan.remote[0] = dst;
-	e.u.vxlan.local[0] = src;
-	e.u.vxlan.port = dport;
-	nt_fill_dev(dev, &e);
-	nt_submit(&e);
+		e->u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
+	e->u.vxlan.remote[0] = dst;
+	e->u.vxlan.local[0] = src;
+	e->u.vxlan.port = dport;
+	nt_fill_dev(dev, e);
+	nt_submit(e);
 }
 
 SEC("fentry/vxlan_xmit")

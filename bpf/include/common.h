@@ -15,6 +15,7 @@
 #include "nettrace.h"
 
 #define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
 #define ETH_HLEN 14
 #define IPPROTO_ICMP 1
 #define IPPROTO_TCP 6
@@ -200,6 +201,57 @@ struct {
 	__type(key, struct listener_key);
 	__type(value, __u64);
 } listeners SEC(".maps");
+
+/* Events are built in a per-CPU slot, not on the stack: with addresses of
+ * either family an event takes most of the 512-byte BPF stack. Programs
+ * nest on one CPU (a softirq's inside a process's, an NMI's inside any):
+ * each takes the next slot and gives it back before the one it
+ * interrupted resumes. */
+#define NT_EVENT_DEPTH 4
+
+struct nt_event_slots {
+	__u32 depth;
+	__u32 _pad;
+	struct nt_event ev[NT_EVENT_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nt_event_slots);
+} event_slots SEC(".maps");
+
+static __always_inline struct nt_event *nt_event_take(void)
+{
+	__u32 key = 0;
+	struct nt_event_slots *s = bpf_map_lookup_elem(&event_slots, &key);
+	__u32 d;
+
+	if (!s)
+		return NULL;
+	d = s->depth;
+	if (d >= NT_EVENT_DEPTH)
+		return NULL;
+	s->depth = d + 1;
+	return &s->ev[d & (NT_EVENT_DEPTH - 1)];
+}
+
+static __always_inline void nt_event_give(struct nt_event **e)
+{
+	__u32 key = 0;
+	struct nt_event_slots *s;
+
+	if (!*e)
+		return;
+	s = bpf_map_lookup_elem(&event_slots, &key);
+	if (s && s->depth)
+		s->depth--;
+}
+
+/* Declares e, an event slot given back when e goes out of scope (NULL:
+ * none free, the observation is not made). */
+#define NT_EVENT(e) struct nt_event *e __attribute__((cleanup(nt_event_give))) = nt_event_take()
 
 /* Slot 0 is set to 1 the first time anything is tracked, so that until then
  * the tracked maps are not even looked up. A map, not a global: globals live
@@ -651,6 +703,29 @@ static __always_inline __u32 nt_read_ipv4_cast(unsigned char *head, __u32 off, s
 	return nt_read_ports_cast(head + thoff, thoff, t);
 }
 
+/* Reads the ports (ICMP and ICMPv6: type, code and echo id) from the
+ * first bytes of a transport header, and returns the offset just past it. */
+static __always_inline __u32 nt_ports_from(const __u8 *th, __u32 thoff, struct nt_tuple *t)
+{
+	switch (t->proto) {
+	case IPPROTO_TCP:
+		t->sport = (th[0] << 8) | th[1];
+		t->dport = (th[2] << 8) | th[3];
+		t->tcp_flags = th[13];
+		return thoff + 20;
+	case IPPROTO_UDP:
+		t->sport = (th[0] << 8) | th[1];
+		t->dport = (th[2] << 8) | th[3];
+		return thoff + UDP_HLEN;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		t->sport = (th[0] << 8) | th[1];
+		t->dport = (th[4] << 8) | th[5];
+		return thoff + 8;
+	}
+	return thoff;
+}
+
 /* Reads an IPv4 header and its ports at off from head. Returns the offset
  * just past the transport header, or 0 when there is no IPv4 packet there.
  * Without bpf_rdonly_cast: in one probe read when the header has no
@@ -661,7 +736,6 @@ static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct
 		struct iphdr ip;
 		__u8 th[20];
 	} h;
-	__u8 *th = h.th;
 	__u32 thoff;
 
 	if (bpf_rdonly_cast)
@@ -679,22 +753,73 @@ static __always_inline __u32 nt_read_ipv4(unsigned char *head, __u32 off, struct
 		return thoff;
 	if (h.ip.ihl > 5 && bpf_probe_read_kernel(h.th, 14, head + thoff))
 		return thoff;
-	switch (h.ip.protocol) {
-	case IPPROTO_TCP:
-		t->sport = (th[0] << 8) | th[1];
-		t->dport = (th[2] << 8) | th[3];
-		t->tcp_flags = th[13];
-		return thoff + 20;
-	case IPPROTO_UDP:
-		t->sport = (th[0] << 8) | th[1];
-		t->dport = (th[2] << 8) | th[3];
-		return thoff + UDP_HLEN;
-	case IPPROTO_ICMP:
-		t->sport = (th[0] << 8) | th[1];
-		t->dport = (th[4] << 8) | th[5];
-		return thoff + 8;
+	return nt_ports_from(h.th, thoff, t);
+}
+
+/* IPv6 extension headers walked to reach the transport header; a packet
+ * with more is reported without ports. */
+#define NT_IPV6_EXT_MAX 6
+#define NT_NEXTHDR_HOP 0
+#define NT_NEXTHDR_ROUTING 43
+#define NT_NEXTHDR_FRAGMENT 44
+#define NT_NEXTHDR_AUTH 51
+#define NT_NEXTHDR_DEST 60
+
+/* Reads an IPv6 header, its extension headers and its ports at off from
+ * head. Returns the offset just past the transport header, or 0 when there
+ * is no IPv6 packet there. */
+static __always_inline __u32 nt_read_ipv6(unsigned char *head, __u32 off, struct nt_tuple *t)
+{
+	struct ipv6hdr ip;
+	__u32 thoff = off + sizeof(ip);
+	__u8 th[14];
+	__u8 next;
+
+	if (bpf_probe_read_kernel(&ip, sizeof(ip), head + off) || ip.version != 6)
+		return 0;
+	__builtin_memcpy(t->saddr, &ip.saddr, sizeof(t->saddr));
+	__builtin_memcpy(t->daddr, &ip.daddr, sizeof(t->daddr));
+	t->ipv6 = 1;
+	next = ip.nexthdr;
+	/* Bounded for the verifier. Each header's first two bytes are the next
+	 * header and its length (in 8-byte units past the first 8; AH in
+	 * 4-byte units past the first 8). */
+	for (int i = 0; i < NT_IPV6_EXT_MAX; i++) {
+		if (next != NT_NEXTHDR_HOP && next != NT_NEXTHDR_ROUTING && next != NT_NEXTHDR_DEST &&
+		    next != NT_NEXTHDR_FRAGMENT && next != NT_NEXTHDR_AUTH)
+			break;
+		if (bpf_probe_read_kernel(th, 4, head + thoff))
+			return thoff;
+		if (next == NT_NEXTHDR_FRAGMENT) {
+			next = th[0];
+			thoff += 8;
+			/* Later fragments carry no transport header. */
+			if (((th[2] << 8) | th[3]) & ~7) {
+				t->proto = next;
+				return thoff;
+			}
+			continue;
+		}
+		thoff += next == NT_NEXTHDR_AUTH ? (th[1] + 2) * 4 : (th[1] + 1) * 8;
+		next = th[0];
 	}
-	return thoff;
+	t->proto = next;
+	if (bpf_probe_read_kernel(th, sizeof(th), head + thoff))
+		return thoff;
+	return nt_ports_from(th, thoff, t);
+}
+
+/* Reads the IP header at off, of either family (its version says which):
+ * for a packet inside a tunnel, whose family skb->protocol does not give. */
+static __always_inline __u32 nt_read_ip(unsigned char *head, __u32 off, struct nt_tuple *t)
+{
+	__u8 version;
+
+	if (bpf_probe_read_kernel(&version, 1, head + off))
+		return 0;
+	if (version >> 4 == 6)
+		return nt_read_ipv6(head, off, t);
+	return nt_read_ipv4(head, off, t);
 }
 
 static __always_inline bool nt_is_vxlan_port(__u16 port)
@@ -718,25 +843,30 @@ static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *he
 }
 
 /* Fills the packet tuple and, for a vxlan packet, the inner tuple and VNI.
- * Returns false for anything but IPv4. */
+ * Returns false for anything but IP. */
 static __always_inline bool nt_parse_skb(struct sk_buff *skb, bool use_data, struct nt_event *e,
 					 __u32 *vni, bool direct)
 {
 	unsigned char *head = NT_RD(direct, skb, head);
+	__u16 proto = NT_RD(direct, skb, protocol);
 	__u32 off, end;
 	__u8 vx[VXLAN_HLEN];
 
-	if (NT_RD(direct, skb, protocol) != bpf_htons(ETH_P_IP))
-		return false;
+	/* The family from skb->protocol: no read of the packet for it. */
 	off = nt_l3_offset(skb, head, use_data, direct);
-	end = nt_read_ipv4(head, off, &e->tuple);
+	if (proto == bpf_htons(ETH_P_IP))
+		end = nt_read_ipv4(head, off, &e->tuple);
+	else if (proto == bpf_htons(ETH_P_IPV6))
+		end = nt_read_ipv6(head, off, &e->tuple);
+	else
+		return false;
 	if (!end)
 		return false;
 	if (e->tuple.proto != IPPROTO_UDP || !nt_is_vxlan_port(e->tuple.dport))
 		return true;
 	if (bpf_probe_read_kernel(vx, sizeof(vx), head + end))
 		return true;
-	if (nt_read_ipv4(head, end + VXLAN_HLEN + ETH_HLEN, &e->inner)) {
+	if (nt_read_ip(head, end + VXLAN_HLEN + ETH_HLEN, &e->inner)) {
 		e->flags |= NT_F_INNER;
 		if (vni)
 			*vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];

@@ -11,14 +11,17 @@
 
 static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev, __u8 kind, bool direct)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_DEV, kind, (__u64)skb);
+	if (!e)
+		return;
+
+	nt_init(e, NT_POINT_DEV, kind, (__u64)skb);
 	/* On receive the tracepoint fires before the stack sets the network
 	 * header; skb->data already points at it. */
-	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, &e, NULL, direct, false))
+	if (!nt_observe_skb(skb, dev, kind == NT_KIND_DEV_RX, e, NULL, direct, false))
 		return;
-	nt_submit_skb(&e, skb, kind == NT_KIND_DEV_RX, direct);
+	nt_submit_skb(e, skb, kind == NT_KIND_DEV_RX, direct);
 }
 
 #endif

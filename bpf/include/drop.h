@@ -14,13 +14,16 @@
 static __always_inline void drop_report(struct sk_buff *skb, struct net_device *dev, void *location,
 					__u32 reason, bool direct)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
-	if (nt_observe_skb(skb, dev, false, &e, NULL, direct, true)) {
-		e.u.drop.location = (__u64)location;
-		e.u.drop.reason = reason;
-		nt_submit_skb(&e, skb, false, direct);
+	if (!e)
+		return;
+
+	nt_init(e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
+	if (nt_observe_skb(skb, dev, false, e, NULL, direct, true)) {
+		e->u.drop.location = (__u64)location;
+		e->u.drop.reason = reason;
+		nt_submit_skb(e, skb, false, direct);
 	}
 	nt_untrack_skb((__u64)skb);
 	nt_forget_skb((__u64)skb);

@@ -67,30 +67,33 @@ static __always_inline __u8 syn_drop_cause(struct sock *sk, const struct syn_que
 static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u8 outcome,
 				       const struct syn_queues *q)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
-	if (!nt_observe_skb(skb, syn_dev(skb), false, &e, NULL, false, false))
+	if (!e)
+		return;
+
+	nt_init(e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
+	if (!nt_observe_skb(skb, syn_dev(skb), false, e, NULL, false, false))
 		return;
 	/* The route's device names the namespace, not the device the SYN came
 	 * in by: leave the device out rather than name the wrong one. */
 	if (!BPF_CORE_READ(skb, dev)) {
-		e.ifindex = 0;
-		e.ifname[0] = 0;
+		e->ifindex = 0;
+		e->ifname[0] = 0;
 	}
-	__builtin_memcpy(e.u.syn.laddr, e.tuple.daddr, sizeof(e.u.syn.laddr));
-	e.u.syn.lport = e.tuple.dport;
+	__builtin_memcpy(e->u.syn.laddr, e->tuple.daddr, sizeof(e->u.syn.laddr));
+	e->u.syn.lport = e->tuple.dport;
 	if (sk) {
 		/* An IPv6 listener keeps the address the SYN was sent to. */
-		if (!e.tuple.ipv6)
-			e.u.syn.laddr[0] = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-		e.u.syn.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+		if (!e->tuple.ipv6)
+			e->u.syn.laddr[0] = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		e->u.syn.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	}
-	e.u.syn.syn_qlen = q->syn_qlen;
-	e.u.syn.accept_qlen = q->accept_qlen;
-	e.u.syn.accept_max = q->accept_max;
-	e.u.syn.outcome = outcome;
-	nt_submit_skb(&e, skb, false, false);
+	e->u.syn.syn_qlen = q->syn_qlen;
+	e->u.syn.accept_qlen = q->accept_qlen;
+	e->u.syn.accept_max = q->accept_max;
+	e->u.syn.outcome = outcome;
+	nt_submit_skb(e, skb, false, false);
 }
 
 /* The SYN-ACK this CPU sent for a SYN, if it sent one just now. */

@@ -21,12 +21,15 @@ struct {
 
 static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
 {
-	struct nt_event e;
+	NT_EVENT(e);
 
-	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
-	if (!nt_observe_skb(skb, dev, false, &e, NULL, direct, false))
+	if (!e)
 		return;
-	nt_submit_skb(&e, skb, false, direct);
+
+	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
+	if (!nt_observe_skb(skb, dev, false, e, NULL, direct, false))
+		return;
+	nt_submit_skb(e, skb, false, direct);
 }
 
 /* The link operations every vxlan device shares, learnt from the first
@@ -64,9 +67,12 @@ static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
 static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	__u64 id = (__u64)skb;
-	struct nt_event e;
+	NT_EVENT(e);
 	__u32 vni = 0;
 	__u8 one = 1;
+
+	if (!e)
+		return;
 
 	if (vxlan_is_vxlan_dev(dev)) {
 		/* An established connection's segment is not reported
@@ -89,20 +95,20 @@ static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device
 	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
 		return;
 	bpf_map_delete_elem(&vxlan_entered, &id);
-	nt_init(&e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
-	if (!nt_parse_skb(skb, false, &e, &vni, true) || !(e.flags & NT_F_INNER))
+	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
+	if (!nt_parse_skb(skb, false, e, &vni, true) || !(e->flags & NT_F_INNER))
 		return;
 	if (!nt_netns_watched(nt_dev_netns(dev, true)))
 		return;
-	if (nt_unremarkable(0, &e.tuple, &e.inner) || nt_follow(e.skb, nt_ct_of(skb, true), &e.tuple, &e.inner) != NT_REPORT)
+	if (nt_unremarkable(0, &e->tuple, &e->inner) || nt_follow(e->skb, nt_ct_of(skb, true), &e->tuple, &e->inner) != NT_REPORT)
 		return;
-	nt_fill_ct(skb, &e);
-	nt_fill_dev(dev, &e);
-	e.u.vxlan.vni = vni;
-	__builtin_memcpy(e.u.vxlan.remote, e.tuple.daddr, sizeof(e.u.vxlan.remote));
-	__builtin_memcpy(e.u.vxlan.local, e.tuple.saddr, sizeof(e.u.vxlan.local));
-	e.u.vxlan.port = e.tuple.dport;
-	nt_submit_skb(&e, skb, false, true);
+	nt_fill_ct(skb, e);
+	nt_fill_dev(dev, e);
+	e->u.vxlan.vni = vni;
+	__builtin_memcpy(e->u.vxlan.remote, e->tuple.daddr, sizeof(e->u.vxlan.remote));
+	__builtin_memcpy(e->u.vxlan.local, e->tuple.saddr, sizeof(e->u.vxlan.local));
+	e->u.vxlan.port = e->tuple.dport;
+	nt_submit_skb(e, skb, false, true);
 }
 
 #endif

@@ -425,7 +425,7 @@ func (r *watchRun) loop() error {
 		err := r.tr.ReadInto(&rec)
 		switch {
 		case err == nil:
-			if derr := event.Decode(rec.RawSample, &ev); derr != nil {
+			if derr := event.DecodeKernel(rec.RawSample, &ev); derr != nil {
 				r.log.Warn().Err(derr).Msg("undecodable record")
 				continue
 			}

@@ -15,20 +15,20 @@ import (
 // The decoder in package event reads fixed offsets; this checks them
 // against the layout bpf2go generated from bpf/include/nettrace.h.
 func TestEventLayoutMatchesBPF(t *testing.T) {
-	if got := unsafe.Sizeof(natNtEvent{}); got != event.RecordSize {
-		t.Fatalf("sizeof(nt_event) = %d, decoder expects %d", got, event.RecordSize)
+	if got := unsafe.Sizeof(natNtEvent{}); got != event.KernelRecordSize {
+		t.Fatalf("sizeof(nt_event) = %d, decoder expects %d", got, event.KernelRecordSize)
 	}
 	var raw natNtEvent
 	raw.Ts, raw.Skb, raw.Netns, raw.Ifindex = 11, 0xffff888012345678, 4026531840, 7
 	raw.Point, raw.Kind, raw.Hook, raw.Flags = uint8(event.PointNAT), uint8(event.KindNAT), 3, event.FlagCT|event.FlagPre|event.FlagInner
 	raw.Cpu, raw.Caplen = 1, 0
 	copy(raw.Ifname[:], []int8{'e', 't', 'h', '0'})
-	raw.Tuple.Saddr, raw.Tuple.Daddr, raw.Tuple.Sport, raw.Tuple.Dport, raw.Tuple.Proto, raw.Tuple.TcpFlags = 0x0100000a, 0x0200000a, 1234, 8080, 6, 0x12
-	raw.Inner.Saddr, raw.Inner.Dport, raw.Inner.Proto = 0x0300000a, 53, 17
+	raw.Tuple.Saddr[0], raw.Tuple.Daddr[0], raw.Tuple.Sport, raw.Tuple.Dport, raw.Tuple.Proto, raw.Tuple.TcpFlags = 0x0100000a, 0x0200000a, 1234, 8080, 6, 0x12
+	raw.Inner.Saddr[0], raw.Inner.Dport, raw.Inner.Proto = 0x0300000a, 53, 17
 	raw.Ct.Id, raw.Ct.Status, raw.Ct.Mark, raw.Ct.Zone, raw.Ct.Ctinfo = 0xffff888000000100, 0x1a8, 0x4000, 9, 3
-	raw.Ct.Orig.Daddr, raw.Ct.Orig.Dport = 0x0a00600a, 80
-	raw.Ct.Reply.Saddr, raw.Ct.Reply.Sport = 0x0200000a, 8080
-	raw.U.Nat.Pre.Daddr, raw.U.Nat.Pre.Dport, raw.U.Nat.Pre.Proto = 0x0a00600a, 80, 6
+	raw.Ct.Orig.Daddr[0], raw.Ct.Orig.Dport = 0x0a00600a, 80
+	raw.Ct.Reply.Saddr[0], raw.Ct.Reply.Sport = 0x0200000a, 8080
+	raw.U.Nat.Pre.Daddr[0], raw.U.Nat.Pre.Dport, raw.U.Nat.Pre.Proto = 0x0a00600a, 80, 6
 	raw.U.Nat.OutIfindex = 5
 	copy(raw.U.Nat.OutIfname[:], []int8{'f', 'l', 'a', 'n', 'n', 'e', 'l', '.', '1'})
 
@@ -37,7 +37,7 @@ func TestEventLayoutMatchesBPF(t *testing.T) {
 		t.Fatal(err)
 	}
 	var e event.Event
-	if err := event.Decode(buf.Bytes(), &e); err != nil {
+	if err := event.DecodeKernel(buf.Bytes(), &e); err != nil {
 		t.Fatal(err)
 	}
 	ip := netip.MustParseAddr
@@ -158,7 +158,7 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 	for _, p := range payloads {
 		for i, f := range p.fields {
 			off, size := offsetOf(p.payload, f.member)
-			rec := make([]byte, event.RecordSize)
+			rec := make([]byte, event.KernelRecordSize)
 			rec[24], rec[27] = byte(p.point), p.flags
 			want := uint64(0x21 + i)
 			// Every byte of the member holds part of the value (a value
@@ -174,7 +174,7 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 				want &= 0xff // one byte read
 			}
 			var e event.Event
-			if err := event.Decode(rec, &e); err != nil {
+			if err := event.DecodeKernel(rec, &e); err != nil {
 				t.Fatal(err)
 			}
 			if got := f.got(&e); got != want {
@@ -183,10 +183,10 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 		}
 	}
 	seen, _ := offsetOf("nt_event", "skb_seen")
-	rec := make([]byte, event.RecordSize)
+	rec := make([]byte, event.KernelRecordSize)
 	binary.LittleEndian.PutUint64(rec[seen:], 0x1122334455667788)
 	var e event.Event
-	if err := event.Decode(rec, &e); err != nil {
+	if err := event.DecodeKernel(rec, &e); err != nil {
 		t.Fatal(err)
 	}
 	if e.SkbSeen != 0x1122334455667788 {

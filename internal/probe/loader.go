@@ -191,8 +191,12 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 	n := 0
 	if t.opts.Filter != nil {
 		for i, in := range t.opts.Filter.Insns {
+			addr, mask, ipv6 := in.Words()
 			prog[i] = natNtFilterInsn{Op: uint8(in.Op), Dir: uint8(in.Dir), Proto: in.Proto,
-				Port: in.Port, PortEnd: in.PortEnd, Addr: in.Addr, Mask: in.Mask}
+				Port: in.Port, PortEnd: in.PortEnd, Addr: addr, Mask: mask}
+			if ipv6 {
+				prog[i].Ipv6 = 1
+			}
 		}
 		n = len(t.opts.Filter.Insns)
 	}

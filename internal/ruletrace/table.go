@@ -3,7 +3,6 @@ package ruletrace
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
@@ -187,6 +186,9 @@ func termExprs(t filter.Term) ([][]expr.Any, error) {
 	case filter.OpProto:
 		return [][]expr.Any{l4proto(t.Proto, !t.Not)}, nil
 	case filter.OpHost:
+		if !t.Net.Addr().Is4() {
+			return nil, fmt.Errorf("the filter's IPv6 term %s is not traced: nettrace's table is IPv4 only", t.Net)
+		}
 		src, dst := addrExprs(offSaddr, t), addrExprs(offDaddr, t)
 		switch {
 		case t.Dir == filter.DirSrc:
@@ -235,13 +237,13 @@ func l4proto(proto uint8, match bool) []expr.Any {
 }
 
 func addrExprs(offset uint32, t filter.Term) []expr.Any {
-	// Insn holds addresses in network byte order read as little-endian
-	// words (as the BPF side loads them): written back the same way they
-	// are the address's bytes.
-	addr := binary.LittleEndian.AppendUint32(nil, t.Addr)
-	mask := binary.LittleEndian.AppendUint32(nil, t.Mask)
+	// The words the BPF side loads, written back as they were read, are
+	// the network's bytes.
+	a, m, _ := t.Words()
+	addr := binary.LittleEndian.AppendUint32(nil, a[0])
+	mask := binary.LittleEndian.AppendUint32(nil, m[0])
 	out := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4}}
-	if t.Mask != math.MaxUint32 {
+	if t.Net.Bits() != 32 {
 		out = append(out, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)})
 	}
 	return append(out, &expr.Cmp{Op: cmpOp(!t.Not), Register: 1, Data: addr})

@@ -19,3 +19,19 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeKernel is the live path's decode of one kernel record
+// (wide addresses) with a packet prefix.
+func BenchmarkDecodeKernel(b *testing.B) {
+	buf := make([]byte, KernelRecordSize+128)
+	buf[offPoint], buf[offKind], buf[offFlags] = byte(PointNAT), byte(KindNAT), FlagCT|FlagPre
+	le.PutUint16(buf[offCaplen:], 128)
+	copy(buf[kOffTuple:], []byte{10, 0, 0, 1})
+	var out Event
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := DecodeKernel(buf, &out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

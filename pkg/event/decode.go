@@ -6,11 +6,12 @@ import (
 	"net/netip"
 )
 
-// RecordSize is the size of one kernel record (sizeof(struct nt_event)).
+// RecordSize is the size of one event in a recording: the kernel's record
+// as it was while addresses were IPv4 only, kept so that recordings hold an
+// IPv4 event in as few bytes as ever and old recordings read unchanged.
 const RecordSize = 184
 
-// Offsets within struct nt_event; a test in internal/probe checks them
-// against the layout bpf2go generated from the C header.
+// Offsets within a recorded event.
 const (
 	offTime    = 0
 	offSkb     = 8
@@ -49,8 +50,8 @@ func decodeTuple(b []byte, t *Tuple) {
 	t.TCPFlags = b[13]
 }
 
-// Decode fills e from one kernel record without allocating. e.Packet then
-// refers into b: it is valid only as long as b is.
+// Decode fills e from one recorded event without allocating. e.Packet
+// then refers into b: it is valid only as long as b is.
 func Decode(b []byte, e *Event) error {
 	if len(b) < RecordSize {
 		return ErrShortRecord
@@ -67,9 +68,8 @@ func Decode(b []byte, e *Event) error {
 		Flags:   b[offFlags],
 		CPU:     uint32(le.Uint16(b[offCPU:])),
 	}
-	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= RecordSize+n {
-		e.Packet = b[RecordSize : RecordSize+n]
-	}
+	ipv6 := e.Flags&FlagIPv6 != 0
+	e.Flags &^= FlagIPv6
 	copy(e.Ifname[:], b[offIfname:offIfname+16])
 	decodeTuple(b[offTuple:], &e.Tuple)
 	if e.Flags&FlagInner != 0 {
@@ -120,6 +120,17 @@ func Decode(b []byte, e *Event) error {
 		e.TCP.OldState = p[0]
 		e.TCP.NewState = p[1]
 		e.TCP.Cookie = le.Uint64(p[8:])
+	}
+	after := RecordSize
+	if ipv6 {
+		n, err := decodeIPv6Block(b[RecordSize:], e)
+		if err != nil {
+			return err
+		}
+		after += n
+	}
+	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= after+n {
+		e.Packet = b[after : after+n]
 	}
 	return nil
 }

@@ -2,19 +2,24 @@ package event
 
 import "net/netip"
 
-// Encode writes e as a kernel record (RecordSize bytes, then the packet
-// bytes) into dst, which must hold RecordSize+len(e.Packet) bytes, and
-// returns the bytes written. Recordings store events this way, so that
-// events synthesized in user space and kernel records replay alike.
+// Encode writes e as a recorded event (RecordSize bytes, its IPv6
+// addresses if it has any, then the packet bytes) into dst, which must
+// hold RecordSize+MaxIPv6Block+len(e.Packet) bytes, and returns the bytes
+// written. Recordings store events this way, so that events synthesized in
+// user space and kernel records replay alike.
 func Encode(e *Event, dst []byte) int {
 	b := dst[:RecordSize]
 	clear(b)
+	block, ipv6 := appendIPv6Block(dst[RecordSize:RecordSize], e)
 	le.PutUint64(b[offTime:], e.Time)
 	le.PutUint64(b[offSkb:], e.Skb)
 	le.PutUint64(b[offSkbSeen:], e.SkbSeen)
 	le.PutUint32(b[offNetns:], e.Netns)
 	le.PutUint32(b[offIfindex:], e.Ifindex)
 	b[offPoint], b[offKind], b[offHook], b[offFlags] = byte(e.Point), byte(e.Kind), byte(e.Hook), e.Flags
+	if ipv6 {
+		b[offFlags] |= FlagIPv6
+	}
 	le.PutUint16(b[offCPU:], uint16(e.CPU))
 	le.PutUint16(b[offCaplen:], uint16(len(e.Packet)))
 	copy(b[offIfname:offIfname+16], e.Ifname[:])
@@ -68,7 +73,8 @@ func Encode(e *Event, dst []byte) int {
 		p[0], p[1] = e.TCP.OldState, e.TCP.NewState
 		le.PutUint64(p[8:], e.TCP.Cookie)
 	}
-	return RecordSize + copy(dst[RecordSize:], e.Packet)
+	n := RecordSize + len(block)
+	return n + copy(dst[n:], e.Packet)
 }
 
 func encodeTuple(b []byte, t *Tuple) {

@@ -39,13 +39,37 @@ func sampleEvents() map[string]Event {
 	tcp := base
 	tcp.Point, tcp.TCP, tcp.Packet = PointTCP, TCP{OldState: 2, NewState: 7, Cookie: 0xffff8880}, nil
 	cases["tcp, no packet"] = tcp
+
+	tup6 := Tuple{Src: ip("fd00:10:244:1::50"), Dst: ip("fd00:10:96::10"), Sport: 40000, Dport: 80, Proto: ProtoTCP, TCPFlags: 2}
+	nat6 := nat
+	nat6.Tuple, nat6.Inner = tup6, Tuple{}
+	nat6.Flags = FlagCT | FlagPre
+	nat6.CT.Orig, nat6.CT.Reply = tup6, tup6.Reverse()
+	nat6.NAT.Pre = tup6
+	nat6.Packet = []byte{0x60, 0, 0, 0}
+	cases["nat, IPv6"] = nat6
+	vx6 := vx
+	vx6.Flags, vx6.Inner = FlagInner, tup6 // IPv6 inside an IPv4 underlay
+	cases["vxlan, IPv6 inside IPv4"] = vx6
+	syn6 := syn
+	syn6.Tuple, syn6.SYN.Listener = tup6, netip.MustParseAddrPort("[fd00:10:96::10]:80")
+	cases["syn, IPv6"] = syn6
+	route6 := route
+	route6.Tuple, route6.Route.Gateway, route6.Route.Src = tup6, ip("fe80::1"), ip("fd00:10:244:1::50")
+	cases["route, IPv6"] = route6
 	return cases
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for name, e := range sampleEvents() {
-		buf := make([]byte, RecordSize+len(e.Packet))
+		buf := make([]byte, RecordSize+MaxIPv6Block+len(e.Packet))
 		n := Encode(&e, buf)
+		if n != RecordedLen(&e) {
+			t.Errorf("%s: %d bytes encoded, RecordedLen says %d", name, n, RecordedLen(&e))
+		}
+		if !e.Tuple.Src.Is6() && !e.Inner.Src.Is6() && n != RecordSize+len(e.Packet) {
+			t.Errorf("%s: an IPv4 event takes %d bytes, %d before IPv6", name, n, RecordSize+len(e.Packet))
+		}
 		var got Event
 		if err := Decode(buf[:n], &got); err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -104,9 +104,10 @@ const (
 
 // IP protocol numbers used in tuples.
 const (
-	ProtoICMP = 1
-	ProtoTCP  = 6
-	ProtoUDP  = 17
+	ProtoICMP   = 1
+	ProtoTCP    = 6
+	ProtoUDP    = 17
+	ProtoICMPv6 = 58
 )
 
 // Tuple is a packet's IPv4 addresses, ports and protocol. For ICMP, Sport

@@ -34,7 +34,7 @@ func benchRecords() [][]byte {
 				// The bytes a live event carries: every TCP event's packet
 				// is fingerprinted and its SYNs' sequence numbers read.
 				fixture.Snapshot(&e, uint16(e.Skb), uint32(e.Skb))
-				buf := make([]byte, event.RecordSize+len(e.Packet))
+				buf := make([]byte, event.RecordedLen(&e))
 				records = append(records, buf[:event.Encode(&e, buf)])
 			}
 		}

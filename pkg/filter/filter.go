@@ -4,8 +4,9 @@
 // evaluated in Go by Match, so replayed recordings filter exactly as the
 // kernel did.
 //
-// Supported: host, net (CIDR or "net A mask M"), port, portrange, with src,
-// dst, "src or dst", "src and dst"; tcp, udp, icmp, ip; and, or, not (also
+// Supported: host, net (CIDR of either family, or "net A mask M"), port,
+// portrange, with src, dst, "src or dst", "src and dst"; tcp, udp, icmp,
+// icmp6, ip, ip6; and, or, not (also
 // &&, ||, !), parentheses; a bare value after a primitive repeats its
 // qualifiers ("port 80 or 443").
 package filter
@@ -14,6 +15,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
@@ -44,16 +46,34 @@ const (
 	DirDst Dir = 2
 )
 
-// Insn is one instruction. Addr and Mask hold the address bytes in network
-// order read as a little-endian word, as the BPF side loads them.
+// Insn is one instruction. A host or net is a prefix of its family; ip
+// and ip6 are the family's whole space.
 type Insn struct {
 	Op      Op
 	Dir     Dir
 	Proto   uint8
 	Port    uint16
 	PortEnd uint16
-	Addr    uint32
-	Mask    uint32
+	Net     netip.Prefix
+}
+
+// Words returns a host instruction's network and mask as the BPF side
+// loads them (network-order bytes read as little-endian words; an IPv4
+// network in the first word) and whether they are IPv6.
+func (in Insn) Words() (addr, mask [4]uint32, ipv6 bool) {
+	a := in.Net.Masked().Addr().As16()
+	var m [16]byte
+	for i := range in.Net.Bits() {
+		m[i/8] |= 0x80 >> (i % 8)
+	}
+	if in.Net.Addr().Is4() {
+		a = [16]byte(slices.Concat(a[12:], make([]byte, 12)))
+	}
+	for i := range addr {
+		addr[i] = binary.LittleEndian.Uint32(a[4*i:])
+		mask[i] = binary.LittleEndian.Uint32(m[4*i:])
+	}
+	return addr, mask, in.Net.Addr().Is6()
 }
 
 // Program is a compiled filter; the empty program matches everything.
@@ -116,19 +136,14 @@ func (p *Program) Match(t event.Tuple) bool {
 	return stack&1 == 1
 }
 
-func word(a netip.Addr) uint32 {
-	b := a.As4()
-	return binary.LittleEndian.Uint32(b[:])
-}
-
 func (in Insn) match(t event.Tuple) bool {
 	var src, dst bool
 	switch in.Op {
 	case OpProto:
 		return t.Proto == in.Proto
 	case OpHost:
-		src = word(t.Src)&in.Mask == in.Addr
-		dst = word(t.Dst)&in.Mask == in.Addr
+		src = in.Net.Contains(t.Src)
+		dst = in.Net.Contains(t.Dst)
 	case OpPort:
 		if t.Proto != event.ProtoTCP && t.Proto != event.ProtoUDP {
 			return false

@@ -16,6 +16,8 @@ func TestMatch(t *testing.T) {
 	svc := tcp("172.20.0.1", 40000, "10.96.0.10", 80)
 	pod := tcp("10.244.2.10", 8080, "172.20.0.1", 40000)
 	icmp := event.Tuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: event.ProtoICMP}
+	svc6 := tcp("fd00:10:244:1::50", 40000, "fd00:10:96::10", 80)
+	ping6 := event.Tuple{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), Proto: event.ProtoICMPv6}
 	tests := []struct {
 		expr string
 		t    event.Tuple
@@ -53,6 +55,19 @@ func TestMatch(t *testing.T) {
 		{"src and dst host 10.96.0.10", svc, false},
 		{"not (port 80 or port 40000)", svc, false},
 		{"host 10.96.0.10 || host 10.244.2.10", pod, true},
+		{"ip", svc6, false},
+		{"ip6", svc6, true},
+		{"ip6", svc, false},
+		{"host fd00:10:96::10", svc6, true},
+		{"dst host fd00:10:96::10", svc6, true},
+		{"src host fd00:10:96::10", svc6, false},
+		{"net fd00:10:244::/48", svc6, true},
+		{"src net fd00:10:244:2::/64", svc6, false},
+		{"net fd00::/8 and port 80", svc6, true},
+		{"net 0.0.0.0/0", svc6, false},
+		{"icmp6", ping6, true},
+		{"icmp", ping6, false},
+		{"host 10.96.0.10 or host fd00:10:96::10", svc6, true},
 	}
 	for _, tt := range tests {
 		p, err := Compile(tt.expr)
@@ -66,18 +81,40 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// The words the kernel compares: network-order bytes read as
+// little-endian words, an IPv4 network in the first.
+func TestWords(t *testing.T) {
+	tests := []struct {
+		net        string
+		addr, mask [4]uint32
+		ipv6       bool
+	}{
+		{"10.244.0.0/16", [4]uint32{0x0000f40a}, [4]uint32{0x0000ffff}, false},
+		{"0.0.0.0/0", [4]uint32{}, [4]uint32{}, false},
+		{"fd00:1::/40", [4]uint32{0x010000fd}, [4]uint32{0xffffffff, 0x000000ff}, true},
+		{"::1/128", [4]uint32{0, 0, 0, 0x01000000}, [4]uint32{^uint32(0), ^uint32(0), ^uint32(0), ^uint32(0)}, true},
+	}
+	for _, tt := range tests {
+		addr, mask, ipv6 := Insn{Op: OpHost, Net: netip.MustParsePrefix(tt.net)}.Words()
+		if addr != tt.addr || mask != tt.mask || ipv6 != tt.ipv6 {
+			t.Errorf("%s: %#x/%#x ipv6=%v, want %#x/%#x ipv6=%v", tt.net, addr, mask, ipv6, tt.addr, tt.mask, tt.ipv6)
+		}
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	tests := []struct{ expr, want string }{
 		{"host", "host needs a value"},
-		{"host 300.1.1.1", `host needs an IPv4 address, got "300.1.1.1"`},
+		{"host 300.1.1.1", `host needs an IPv4 or IPv6 address, got "300.1.1.1"`},
+		{"host fe80::1%eth0", `host needs an IPv4 or IPv6 address`},
 		{"port http", `port needs a number`},
 		{"(tcp", "missing )"},
 		{"tcp)", `unexpected ")"`},
 		{"tcp and", "expression ends too early"},
 		{"frobnicate", `expected host, net, port`},
 		{"portrange 9-1", "portrange needs LOW-HIGH"},
-		{"net 10.0.0.0/40", "net needs an IPv4 CIDR"},
-		{"host ::1", "IPv4"},
+		{"net 10.0.0.0/40", "net needs a CIDR"},
+		{"net fd00:: mask ffff::", "net with a mask needs an IPv4 network"},
 		{"tcp & udp", `unexpected '&'`},
 		{strings.Repeat("port 1 or ", 40) + "port 2", "too long"},
 	}

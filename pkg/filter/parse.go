@@ -147,7 +147,10 @@ func (p *parser) parseNot() (node, error) {
 	return p.parsePrimary()
 }
 
-var protos = map[string]uint8{"tcp": event.ProtoTCP, "udp": event.ProtoUDP, "icmp": event.ProtoICMP}
+var protos = map[string]uint8{"tcp": event.ProtoTCP, "udp": event.ProtoUDP, "icmp": event.ProtoICMP, "icmp6": event.ProtoICMPv6}
+
+// families are the whole address space of each family.
+var families = map[string]netip.Prefix{"ip": netip.MustParsePrefix("0.0.0.0/0"), "ip6": netip.MustParsePrefix("::/0")}
 
 func (p *parser) parsePrimary() (node, error) {
 	if p.done() {
@@ -165,9 +168,9 @@ func (p *parser) parsePrimary() (node, error) {
 		p.next()
 		return n, nil
 	}
-	if p.is("ip") {
+	if net, ok := families[p.peek().text]; ok {
 		p.next()
-		return prim{Insn{Op: OpHost}}, nil
+		return prim{Insn{Op: OpHost, Net: net}}, nil
 	}
 	q := qual{}
 	if proto, ok := protos[p.peek().text]; ok {
@@ -192,7 +195,7 @@ func (p *parser) parsePrimary() (node, error) {
 	} else if q.dir != "" {
 		q.kind = "host" // "src 10.0.0.1" as in pcap
 	} else {
-		return nil, p.errorf("expected host, net, port, portrange, tcp, udp, icmp, ip, not or (, got %q", p.peek().text)
+		return nil, p.errorf("expected host, net, port, portrange, tcp, udp, icmp, icmp6, ip, ip6, not or (, got %q", p.peek().text)
 	}
 	n, err := p.value(q)
 	if err != nil {
@@ -214,17 +217,17 @@ func (p *parser) value(q qual) (node, error) {
 	switch q.kind {
 	case "host":
 		a, err := netip.ParseAddr(tok.text)
-		if err != nil || !a.Is4() {
+		if err != nil || a.Zone() != "" {
 			p.i--
-			return nil, p.errorf("host needs an IPv4 address, got %q", tok.text)
+			return nil, p.errorf("host needs an IPv4 or IPv6 address, got %q", tok.text)
 		}
-		in = Insn{Op: OpHost, Addr: word(a), Mask: 0xffffffff}
+		in = Insn{Op: OpHost, Net: netip.PrefixFrom(a, a.BitLen())}
 	case "net":
 		pfx, err := p.network(tok)
 		if err != nil {
 			return nil, err
 		}
-		in = Insn{Op: OpHost, Addr: word(pfx.Masked().Addr()), Mask: word(maskOf(pfx.Bits()))}
+		in = Insn{Op: OpHost, Net: pfx.Masked()}
 	case "port":
 		n, err := strconv.ParseUint(tok.text, 10, 16)
 		if err != nil {
@@ -258,19 +261,23 @@ func (p *parser) value(q qual) (node, error) {
 func (p *parser) network(tok token) (netip.Prefix, error) {
 	if strings.Contains(tok.text, "/") {
 		pfx, err := netip.ParsePrefix(tok.text)
-		if err != nil || !pfx.Addr().Is4() {
+		if err != nil {
 			p.i--
-			return netip.Prefix{}, p.errorf("net needs an IPv4 CIDR, got %q", tok.text)
+			return netip.Prefix{}, p.errorf("net needs a CIDR (10.0.0.0/8, fd00::/8), got %q", tok.text)
 		}
 		return pfx, nil
 	}
 	a, err := netip.ParseAddr(tok.text)
-	if err != nil || !a.Is4() {
+	if err != nil || a.Zone() != "" {
 		p.i--
-		return netip.Prefix{}, p.errorf("net needs an IPv4 network, got %q", tok.text)
+		return netip.Prefix{}, p.errorf("net needs a network, got %q", tok.text)
 	}
 	if !p.is("mask") {
-		return netip.PrefixFrom(a, 32), nil
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	if !a.Is4() {
+		p.i--
+		return netip.Prefix{}, p.errorf("net with a mask needs an IPv4 network (IPv6: a CIDR), got %q", tok.text)
 	}
 	p.next()
 	if p.done() {
@@ -293,12 +300,4 @@ func (p *parser) network(tok token) (netip.Prefix, error) {
 		}
 	}
 	return netip.PrefixFrom(a, bits), nil
-}
-
-func maskOf(bits int) netip.Addr {
-	var b [4]byte
-	for i := 0; i < bits; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	return netip.AddrFrom4(b)
 }

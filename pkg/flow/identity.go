@@ -30,31 +30,48 @@ const (
 type key struct {
 	id    uint64 // skb or conntrack address, socket cookie
 	aux   uint64 // skb: first-seen time; conntrack: its original tuple and zone
-	a, b  uint64 // tuple endpoints: IPv4 address << 16 | port
+	a, b  uint64 // tuple endpoints (endpoint)
 	netns uint32
 	epoch uint32
 	kind  keyKind
 	proto uint8
 }
 
+// endpoint is an address and port in one word: an IPv4 address << 16 |
+// port; an IPv6 address folded to 47 bits, above the port, with the top bit
+// set (two IPv6 endpoints collide with odds of 2^-47).
 func endpoint(a netip.Addr, port uint16) uint64 {
-	if !a.Is4() {
-		return uint64(port) // a tuple the kernel left empty
+	switch {
+	case a.Is4():
+		v := a.As4()
+		return uint64(v[0])<<40 | uint64(v[1])<<32 | uint64(v[2])<<24 | uint64(v[3])<<16 | uint64(port)
+	case a.Is6():
+		v := a.As16()
+		h := key{id: binary.BigEndian.Uint64(v[:8]), aux: binary.BigEndian.Uint64(v[8:])}.sum()
+		return 1<<63 | (h>>17)<<16 | uint64(port)
 	}
-	v := a.As4()
-	return uint64(v[0])<<40 | uint64(v[1])<<32 | uint64(v[2])<<24 | uint64(v[3])<<16 | uint64(port)
+	return uint64(port) // a tuple the kernel left empty
 }
 
 // ICMP echo types: a request and its reply share the echo id (Dport) but
 // not the type (Sport).
 const (
-	icmpEchoReply   = 0
-	icmpEchoRequest = 8
+	icmpEchoReply    = 0
+	icmpEchoRequest  = 8
+	icmp6EchoRequest = 128
+	icmp6EchoReply   = 129
 )
+
+// echo says whether a tuple is an ICMP or ICMPv6 echo request or reply.
+func echo(t event.Tuple) bool {
+	typ := t.Sport >> 8
+	return (t.Proto == event.ProtoICMP && (typ == icmpEchoRequest || typ == icmpEchoReply)) ||
+		(t.Proto == event.ProtoICMPv6 && (typ == icmp6EchoRequest || typ == icmp6EchoReply))
+}
 
 // tupleKey is a connection's tuple in one namespace, both directions alike.
 func tupleKey(netns uint32, t event.Tuple) key {
-	if t.Proto == event.ProtoICMP && (t.Sport>>8 == icmpEchoRequest || t.Sport>>8 == icmpEchoReply) {
+	if echo(t) {
 		t.Sport = t.Dport
 	}
 	a, b := endpoint(t.Src, t.Sport), endpoint(t.Dst, t.Dport)
@@ -103,8 +120,8 @@ func pathTuple(t event.Tuple) key {
 }
 
 // fingerprint is what stays the same in one packet from end to end and
-// differs between two packets of a connection: the IP identification and,
-// for TCP, the flags, sequence and acknowledgement numbers (NAT rewrites
+// differs between two packets of a connection: the IPv4 identification
+// (IPv6 has none: its payload length, in the same bytes) and, for TCP, the flags, sequence and acknowledgement numbers (NAT rewrites
 // addresses, ports and checksums only). It reads the inner packet of an
 // encapsulated one; zero when the event carries no packet bytes.
 func fingerprint(e *event.Event) uint64 {
@@ -374,8 +391,43 @@ func (s *connState) merge(o *connState) {
 	}
 }
 
-// ipHeader returns the IPv4 header length and protocol of a packet prefix.
+// IPv6 extension headers walked to the transport header, as the kernel
+// programs do (bpf/include/common.h).
+const (
+	ipv6ExtMax      = 6
+	ipv6HopByHop    = 0
+	ipv6Routing     = 43
+	ipv6Fragment    = 44
+	ipv6Auth        = 51
+	ipv6DestOptions = 60
+)
+
+// ipHeader returns where the transport header starts in a packet prefix
+// (past an IPv6 packet's extension headers) and the transport protocol.
 func ipHeader(b []byte) (int, uint8, bool) {
+	if len(b) >= 40 && b[0]>>4 == 6 {
+		hl, next := 40, b[6]
+		for range ipv6ExtMax {
+			if next != ipv6HopByHop && next != ipv6Routing && next != ipv6Fragment &&
+				next != ipv6Auth && next != ipv6DestOptions {
+				return hl, next, true
+			}
+			if len(b) < hl+8 {
+				return 0, 0, false
+			}
+			n := hl
+			switch next {
+			case ipv6Fragment:
+				hl += 8
+			case ipv6Auth:
+				hl += (int(b[n+1]) + 2) * 4
+			default:
+				hl += (int(b[n+1]) + 1) * 8
+			}
+			next = b[n]
+		}
+		return 0, 0, false
+	}
 	if len(b) < 20 || b[0]>>4 != 4 {
 		return 0, 0, false
 	}
@@ -383,7 +435,18 @@ func ipHeader(b []byte) (int, uint8, bool) {
 	return hl, b[9], hl >= 20 && len(b) >= hl
 }
 
-// vxlanInner is where the inner IPv4 header starts in an encapsulated
+// ipAddrs returns the addresses of a packet prefix's IP header.
+func ipAddrs(b []byte) (src, dst netip.Addr, ok bool) {
+	switch {
+	case len(b) >= 40 && b[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40])), true
+	case len(b) >= 20 && b[0]>>4 == 4:
+		return netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20])), true
+	}
+	return netip.Addr{}, netip.Addr{}, false
+}
+
+// vxlanInner is where the inner IP header starts in an encapsulated
 // packet: outer IP, UDP (8), vxlan (8), Ethernet (14).
 func vxlanInner(b []byte) []byte {
 	hl, _, ok := ipHeader(b)
@@ -393,12 +456,10 @@ func vxlanInner(b []byte) []byte {
 	return b[hl+30:]
 }
 
-// carries says whether an IPv4 header holds a tuple's addresses.
+// carries says whether an IP header holds a tuple's addresses.
 func carries(b []byte, t event.Tuple) bool {
-	if _, _, ok := ipHeader(b); !ok || !t.Src.Is4() || !t.Dst.Is4() {
-		return false
-	}
-	return [4]byte(b[12:16]) == t.Src.As4() && [4]byte(b[16:20]) == t.Dst.As4()
+	src, dst, ok := ipAddrs(b)
+	return ok && src == t.Src && dst == t.Dst
 }
 
 // connBytes returns the bytes of the packet an event's connection tuple
@@ -431,13 +492,35 @@ func tcpSeq(pkt []byte) (uint32, bool) {
 	return binary.BigEndian.Uint32(pkt[hl+4:]), true
 }
 
-// ICMP error types that quote the packet they are about.
+// ICMP and ICMPv6 error types that quote the packet they are about.
 const (
 	icmpUnreachable   = 3
 	icmpTimeExceeded  = 11
 	icmpParamProblem  = 12
+	icmp6Unreachable  = 1
+	icmp6PacketTooBig = 2
+	icmp6TimeExceeded = 3
+	icmp6ParamProblem = 4
 	icmpErrorQuoteOff = 8 // the quoted IP header follows the ICMP header
 )
+
+// quotes says whether an ICMP or ICMPv6 message (its type in the tuple's
+// source port) is an error quoting a packet.
+func quotes(t event.Tuple) bool {
+	switch t.Proto {
+	case event.ProtoICMP:
+		switch t.Sport >> 8 {
+		case icmpUnreachable, icmpTimeExceeded, icmpParamProblem:
+			return true
+		}
+	case event.ProtoICMPv6:
+		switch t.Sport >> 8 {
+		case icmp6Unreachable, icmp6PacketTooBig, icmp6TimeExceeded, icmp6ParamProblem:
+			return true
+		}
+	}
+	return false
+}
 
 // quotedTuple returns the tuple of the packet an ICMP error is about, from
 // the header it quotes.
@@ -446,12 +529,7 @@ func quotedTuple(e *event.Event) (event.Tuple, bool) {
 	if e.HasInner() {
 		t = e.Inner
 	}
-	if t.Proto != event.ProtoICMP {
-		return event.Tuple{}, false
-	}
-	switch t.Sport >> 8 {
-	case icmpUnreachable, icmpTimeExceeded, icmpParamProblem:
-	default:
+	if !quotes(t) {
 		return event.Tuple{}, false
 	}
 	pkt := connBytes(e)
@@ -461,10 +539,11 @@ func quotedTuple(e *event.Event) (event.Tuple, bool) {
 	}
 	q := pkt[hl+icmpErrorQuoteOff:]
 	qhl, proto, ok := ipHeader(q)
+	src, dst, _ := ipAddrs(q)
 	if !ok {
 		return event.Tuple{}, false
 	}
-	qt := event.Tuple{Src: netip.AddrFrom4([4]byte(q[12:16])), Dst: netip.AddrFrom4([4]byte(q[16:20])), Proto: proto}
+	qt := event.Tuple{Src: src, Dst: dst, Proto: proto}
 	if (proto == event.ProtoTCP || proto == event.ProtoUDP) && len(q) >= qhl+4 {
 		qt.Sport = binary.BigEndian.Uint16(q[qhl:])
 		qt.Dport = binary.BigEndian.Uint16(q[qhl+2:])

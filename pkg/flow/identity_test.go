@@ -2,6 +2,7 @@ package flow
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
@@ -155,5 +156,37 @@ func TestConnBytes(t *testing.T) {
 		if seq, ok := tcpSeq(b); tt.want && (!ok || seq != 1000) {
 			t.Errorf("%s: sequence %d (%v), want 1000", tt.name, seq, ok)
 		}
+	}
+}
+
+// IPv6: the transport header past extension headers, addresses that
+// differ anywhere give different keys, and an echo's request and reply
+// share theirs.
+func TestIPv6Identity(t *testing.T) {
+	pkt := make([]byte, 40+8+8+20)
+	pkt[0], pkt[6] = 0x60, ipv6HopByHop
+	pkt[40], pkt[41] = ipv6Fragment, 0 // hop-by-hop: 8 bytes, then a fragment header
+	pkt[48] = event.ProtoTCP           // first fragment (offset 0): the transport header follows
+	src, dst := netip.MustParseAddr("fd00:10:244:1::50"), netip.MustParseAddr("fd00:10:244:2::10")
+	copy(pkt[8:24], src.AsSlice())
+	copy(pkt[24:40], dst.AsSlice())
+	if hl, proto, ok := ipHeader(pkt); !ok || hl != 56 || proto != event.ProtoTCP {
+		t.Errorf("ipHeader = %d, %d, %v; want 56, tcp, true", hl, proto, ok)
+	}
+	if !carries(pkt, event.Tuple{Src: src, Dst: dst}) || carries(pkt, event.Tuple{Src: dst, Dst: src}) {
+		t.Error("carries does not read the IPv6 addresses")
+	}
+	conn := event.Tuple{Src: src, Dst: dst, Sport: 40000, Dport: 80, Proto: event.ProtoTCP}
+	for _, other := range []string{"fd00:10:244:1::51", "fd01:10:244:1::50", "10.244.1.50"} {
+		o := conn
+		o.Src = netip.MustParseAddr(other)
+		if tupleKey(1, o) == tupleKey(1, conn) {
+			t.Errorf("%s and %s share a key", o.Src, conn.Src)
+		}
+	}
+	req := event.Tuple{Src: src, Dst: dst, Sport: icmp6EchoRequest << 8, Dport: 7, Proto: event.ProtoICMPv6}
+	reply := event.Tuple{Src: dst, Dst: src, Sport: icmp6EchoReply << 8, Dport: 7, Proto: event.ProtoICMPv6}
+	if tupleKey(1, req) != tupleKey(1, reply) {
+		t.Error("an ICMPv6 echo request and its reply have different keys")
 	}
 }

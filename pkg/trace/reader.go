@@ -59,7 +59,7 @@ func Open(path string) (*Reader, error) {
 // NewReader reads a recording from rd; name is used in errors.
 func NewReader(name string, rd io.Reader) (*Reader, error) {
 	r := &Reader{File: name, br: bufio.NewReaderSize(rd, 64<<10), netns: map[uint32]string{}, symbols: map[uint64]string{},
-		rec: make([]byte, event.RecordSize+maxPacket)}
+		rec: make([]byte, event.RecordSize+event.MaxIPv6Block+maxPacket)}
 	var hdr [headerSize]byte
 	n, err := io.ReadFull(r.br, hdr[:])
 	switch {
@@ -248,15 +248,15 @@ func (r *Reader) decodeEvent(p []byte, e *event.Event) error {
 			clear(rec[i*8 : i*8+8])
 		}
 	}
-	if len(p) > maxPacket {
-		return fmt.Errorf("event record carries %d packet bytes", len(p))
+	if len(p) > event.MaxIPv6Block+maxPacket {
+		return fmt.Errorf("event record carries %d bytes past its fixed part", len(p))
 	}
 	copy(r.rec[event.RecordSize:], p)
 	if err := event.Decode(r.rec[:event.RecordSize+len(p)], e); err != nil {
 		return err
 	}
-	if len(e.Packet) != len(p) {
-		return fmt.Errorf("event record carries %d packet bytes, says %d", len(p), len(e.Packet))
+	if n := event.RecordedLen(e); n != event.RecordSize+len(p) {
+		return fmt.Errorf("event record carries %d bytes, says %d", event.RecordSize+len(p), n)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func readAll(r *Reader) ([]event.Event, error) {
 }
 
 func encoded(e *event.Event) []byte {
-	b := make([]byte, event.RecordSize+len(e.Packet))
+	b := make([]byte, event.RecordedLen(e))
 	return b[:event.Encode(e, b)]
 }
 

@@ -44,7 +44,7 @@ func Create(path string, meta Meta, names Names) (*Writer, error) {
 		return nil, fmt.Errorf("create recording: %w", err)
 	}
 	w := &Writer{f: f, bw: bufio.NewWriterSize(f, 64<<10), names: names, netns: map[uint32]bool{}, symbols: map[uint64]bool{},
-		scratch: make([]byte, event.RecordSize+512)}
+		scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+maxPacket)}
 	var hdr [headerSize]byte
 	copy(hdr[:], Magic[:])
 	binary.LittleEndian.PutUint16(hdr[8:], Version)
