@@ -84,7 +84,7 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->skb = (__u64)skb;
 	slot->pre = e->tuple;
 	slot->active = 1;
-	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL) &&
+	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)) &&
 			 nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, NULL) == NT_REPORT;
 }
 
@@ -157,7 +157,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	}
 	if (!followed) {
 		ct = nt_ct_of(skb, direct);
-		if (nt_unremarkable(ct, &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
+		if (nt_unremarkable(ct, &e->tuple, nt_inner(e)))
 			goto out;
 		/* A packet DNATed onto the filter's address is followed from
 		 * here on; one DNATed away from it (a ClusterIP) by its tuple

@@ -10,23 +10,41 @@
 #include "common.h"
 
 #define AF_INET 2
+#define AF_INET6 10
 
-static __always_inline void tcp_sock_tuple(const struct sock_common *skc, struct nt_tuple *t)
+/* A socket's tuple, in the family of its packets: an IPv6 socket talking
+ * to an IPv4-mapped address sends IPv4, and keeps the IPv4 addresses in
+ * the same fields as an IPv4 socket. False for other families. */
+static __always_inline bool tcp_sock_tuple(const struct sock_common *skc, struct nt_tuple *t)
 {
-	t->saddr[0] = BPF_CORE_READ(skc, skc_rcv_saddr);
-	t->daddr[0] = BPF_CORE_READ(skc, skc_daddr);
+	__u16 family = BPF_CORE_READ(skc, skc_family);
+	struct in6_addr daddr;
+
+	if (family != AF_INET && family != AF_INET6)
+		return false;
 	t->sport = BPF_CORE_READ(skc, skc_num);
 	t->dport = bpf_ntohs(BPF_CORE_READ(skc, skc_dport));
 	t->proto = IPPROTO_TCP;
+	if (family == AF_INET6) {
+		daddr = BPF_CORE_READ(skc, skc_v6_daddr);
+		if (!(daddr.in6_u.u6_addr32[0] == 0 && daddr.in6_u.u6_addr32[1] == 0 &&
+		      daddr.in6_u.u6_addr32[2] == bpf_htonl(0xffff))) {
+			t->ipv6 = 1;
+			__builtin_memcpy(t->daddr, &daddr, sizeof(t->daddr));
+			daddr = BPF_CORE_READ(skc, skc_v6_rcv_saddr);
+			__builtin_memcpy(t->saddr, &daddr, sizeof(t->saddr));
+			return true;
+		}
+	}
+	t->saddr[0] = BPF_CORE_READ(skc, skc_rcv_saddr);
+	t->daddr[0] = BPF_CORE_READ(skc, skc_daddr);
+	return true;
 }
 
 static __always_inline void tcp_report(const struct sock_common *skc, struct nt_event *e)
 {
-	if (!e->tuple.proto) {
-		if (!skc || BPF_CORE_READ(skc, skc_family) != AF_INET)
-			return;
-		tcp_sock_tuple(skc, &e->tuple);
-	}
+	if (!e->tuple.proto && (!skc || !tcp_sock_tuple(skc, &e->tuple)))
+		return;
 	if (skc) {
 		if (!e->netns)
 			e->netns = BPF_CORE_READ(skc, skc_net.net, ns.inum);

@@ -562,6 +562,20 @@ static __always_inline bool nt_unremarkable(__u64 ct, const struct nt_tuple *t, 
 	return nt_plain_segment(c) && (inner || !ct || (nt_ct_status((struct nf_conn *)ct) & IPS_ASSURED));
 }
 
+/* The event's inner tuple, or NULL. The choice stays a branch: clang
+ * would otherwise compute it as an AND mask on the pointer, which the
+ * verifier refuses ("bitwise operator &= on pointer prohibited"). */
+static __always_inline const struct nt_tuple *nt_inner(struct nt_event *e)
+{
+	const struct nt_tuple *inner = NULL;
+
+	if (e->flags & NT_F_INNER) {
+		inner = &e->inner;
+		barrier_var(inner);
+	}
+	return inner;
+}
+
 /* Decides whether an observation is reported: the packet or its conntrack
  * entry was followed before, or one of its tuples matches the filter. A
  * match starts following both the packet and its conntrack entry (so the
@@ -809,6 +823,17 @@ static __always_inline __u32 nt_read_ipv6(unsigned char *head, __u32 off, struct
 	return nt_ports_from(th, thoff, t);
 }
 
+/* Reads the IP header at off of a packet whose family skb->protocol gives
+ * (no read of the packet for it); 0 for anything but IP. */
+static __always_inline __u32 nt_read_l3(__u16 protocol, unsigned char *head, __u32 off, struct nt_tuple *t)
+{
+	if (protocol == bpf_htons(ETH_P_IP))
+		return nt_read_ipv4(head, off, t);
+	if (protocol == bpf_htons(ETH_P_IPV6))
+		return nt_read_ipv6(head, off, t);
+	return 0;
+}
+
 /* Reads the IP header at off, of either family (its version says which):
  * for a packet inside a tunnel, whose family skb->protocol does not give. */
 static __always_inline __u32 nt_read_ip(unsigned char *head, __u32 off, struct nt_tuple *t)
@@ -852,14 +877,8 @@ static __always_inline bool nt_parse_skb(struct sk_buff *skb, bool use_data, str
 	__u32 off, end;
 	__u8 vx[VXLAN_HLEN];
 
-	/* The family from skb->protocol: no read of the packet for it. */
 	off = nt_l3_offset(skb, head, use_data, direct);
-	if (proto == bpf_htons(ETH_P_IP))
-		end = nt_read_ipv4(head, off, &e->tuple);
-	else if (proto == bpf_htons(ETH_P_IPV6))
-		end = nt_read_ipv6(head, off, &e->tuple);
-	else
-		return false;
+	end = nt_read_l3(proto, head, off, &e->tuple);
 	if (!end)
 		return false;
 	if (e->tuple.proto != IPPROTO_UDP || !nt_is_vxlan_port(e->tuple.dport))
@@ -984,7 +1003,7 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 
 	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
 		return false;
-	if (!dropping && nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL))
+	if (!dropping && nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)))
 		return false;
 	/* The namespace is needed before the filter only when namespaces are
 	 * restricted; otherwise nt_fill_dev reads it for reported events. */
@@ -993,7 +1012,7 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 		if (!nt_netns_watched(e->netns))
 			return false;
 	}
-	verdict = nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, (e->flags & NT_F_INNER) ? &e->inner : NULL);
+	verdict = nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, nt_inner(e));
 	if (verdict == NT_SKIP || (verdict == NT_QUIET && !dropping))
 		return false;
 	nt_fill_ct(skb, e);

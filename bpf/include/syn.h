@@ -132,8 +132,7 @@ static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
 	 * constants only, comes first. */
 	if ((__u64)location < listen_fn_start || (__u64)location >= listen_fn_end)
 		return;
-	if (skb->protocol != bpf_htons(ETH_P_IP) ||
-	    !nt_read_ipv4(skb->head, skb->network_header, &t) || t.proto != IPPROTO_TCP ||
+	if (!nt_read_l3(skb->protocol, skb->head, skb->network_header, &t) || t.proto != IPPROTO_TCP ||
 	    (t.tcp_flags & (TCP_FLAG_SYN | 0x10)) != TCP_FLAG_SYN)
 		return;
 	lk.netns = nt_dev_netns(syn_dev(skb), false);

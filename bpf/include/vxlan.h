@@ -80,8 +80,7 @@ static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device
 		struct nt_tuple t = {};
 		unsigned char *head = skb->head;
 
-		if (skb->protocol != bpf_htons(ETH_P_IP) ||
-		    !nt_read_ipv4(head, nt_l3_offset(skb, head, false, true), &t) ||
+		if (!nt_read_l3(skb->protocol, head, nt_l3_offset(skb, head, false, true), &t) ||
 		    nt_unremarkable(nt_ct_of(skb, true), &t, NULL))
 			return;
 		bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);

@@ -3,6 +3,7 @@ package output
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -32,7 +33,7 @@ func FormatTuple(t event.Tuple) string {
 	b.WriteString(event.ProtoName(t.Proto))
 	b.WriteByte(' ')
 	if t.Proto == event.ProtoTCP || t.Proto == event.ProtoUDP {
-		fmt.Fprintf(&b, "%s:%d > %s:%d", t.Src, t.Sport, t.Dst, t.Dport)
+		fmt.Fprintf(&b, "%s > %s", netip.AddrPortFrom(t.Src, t.Sport), netip.AddrPortFrom(t.Dst, t.Dport))
 	} else {
 		fmt.Fprintf(&b, "%s > %s", t.Src, t.Dst)
 	}

@@ -81,6 +81,8 @@ type Attachment struct {
 	Return   bool   `json:"return,omitempty"`
 	Hook     uint32 `json:"hook,omitempty"`
 	Priority int32  `json:"priority,omitempty"`
+	// Family is a netfilter link's protocol family (ipv4, ipv6).
+	Family string `json:"family,omitempty"`
 }
 
 // Tracer is the attached set of observation points.

@@ -67,26 +67,39 @@ func (t *Tracer) attachNetfilterAll() ([]link.Link, error) {
 func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
 	var links []link.Link
 	var attached []Attachment
+	var ipv6Err error
 	err := netns.Do(ns.Path, func() error {
-		for _, nl := range netfilterLinks {
-			l, err := link.AttachNetfilter(link.NetfilterOptions{
-				Program:        t.nfPrograms[nl.program],
-				ProtocolFamily: unix.NFPROTO_IPV4,
-				HookNumber:     nl.hook,
-				Priority:       nl.priority,
-			})
-			if err != nil {
-				return fmt.Errorf("netfilter link in netns %s (hook %d): %w", ns.Name, nl.hook, err)
+		for _, family := range []uint32{unix.NFPROTO_IPV4, unix.NFPROTO_IPV6} {
+			for _, nl := range netfilterLinks {
+				l, err := link.AttachNetfilter(link.NetfilterOptions{
+					Program:        t.nfPrograms[nl.program],
+					ProtocolFamily: family,
+					HookNumber:     nl.hook,
+					Priority:       nl.priority,
+				})
+				if err != nil {
+					err = fmt.Errorf("netfilter link in netns %s (%s, hook %d): %w", ns.Name, familyName(family), nl.hook, err)
+					if family == unix.NFPROTO_IPV6 {
+						// A kernel or namespace without IPv6: IPv4 is
+						// still watched.
+						ipv6Err = err
+						break
+					}
+					return err
+				}
+				links = append(links, l)
+				attached = append(attached, Attachment{Point: "nat", Program: nfProgramNames[nl.program], Method: MethodNetfilter,
+					Target: ns.Path, Hook: nl.hook, Priority: nl.priority, Family: familyName(family)})
 			}
-			links = append(links, l)
-			attached = append(attached, Attachment{Point: "nat", Program: nfProgramNames[nl.program], Method: MethodNetfilter,
-				Target: ns.Path, Hook: nl.hook, Priority: nl.priority})
 		}
 		return nil
 	})
 	if err != nil {
 		closeAll(links)
 		return nil, err
+	}
+	if ipv6Err != nil {
+		t.opts.Log.Warn().Err(ipv6Err).Msg("IPv6 NAT not watched in this netns")
 	}
 	t.nfNamespace[ns.Inode] = true
 	t.attachments = append(t.attachments, attached...)
@@ -111,4 +124,11 @@ func (t *Tracer) WatchNamespace(ns netns.Target) error {
 		}
 	}
 	return nil
+}
+
+func familyName(family uint32) string {
+	if family == unix.NFPROTO_IPV6 {
+		return "ipv6"
+	}
+	return "ipv4"
 }

@@ -79,6 +79,8 @@ func ProtoName(p uint8) string {
 		return "udp"
 	case ProtoICMP:
 		return "icmp"
+	case ProtoICMPv6:
+		return "icmp6"
 	}
 	return "ip"
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 
 	"github.com/gopacket/gopacket"
@@ -78,12 +79,7 @@ func (x *exporter) packet(e *event.Event) error {
 	if err != nil {
 		return err
 	}
-	length := len(e.Packet)
-	if len(e.Packet) >= 4 {
-		if tot := int(binary.BigEndian.Uint16(e.Packet[2:])); tot > length {
-			length = tot
-		}
-	}
+	length := max(len(e.Packet), ipLength(e.Packet))
 	// One packet, one id, across its states; a freed skb's address starts
 	// a new packet.
 	pid := e.Skb ^ x.epochs[e.Skb]<<56
@@ -104,8 +100,20 @@ func (x *exporter) packet(e *event.Event) error {
 	return nil
 }
 
+// ipLength is the length of the packet whose first bytes b are, from its
+// IP header (0: unknown).
+func ipLength(b []byte) int {
+	switch {
+	case len(b) >= 4 && b[0]>>4 == 4:
+		return int(binary.BigEndian.Uint16(b[2:]))
+	case len(b) >= 6 && b[0]>>4 == 6:
+		return 40 + int(binary.BigEndian.Uint16(b[4:]))
+	}
+	return 0
+}
+
 func tuple(t event.Tuple) string {
-	return fmt.Sprintf("%s %s:%d -> %s:%d", event.ProtoName(t.Proto), t.Src, t.Sport, t.Dst, t.Dport)
+	return fmt.Sprintf("%s %s -> %s", event.ProtoName(t.Proto), netip.AddrPortFrom(t.Src, t.Sport), netip.AddrPortFrom(t.Dst, t.Dport))
 }
 
 // ruleComment names the rule that decided a hook's outcome (nil: the
