@@ -29,7 +29,7 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 		return;
 
 	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
-	if (!nt_read_ipv4(head, BPF_CORE_READ(skb, inner_network_header), &e->inner))
+	if (!nt_read_ip(head, BPF_CORE_READ(skb, inner_network_header), &e->inner))
 		return;
 	e->flags |= NT_F_INNER;
 	e->tuple.saddr[0] = src;

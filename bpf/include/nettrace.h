@@ -12,9 +12,10 @@
  * packet), ports are converted to host byte order in the kernel.
  *
  * Addresses: four words, IPv4 in the first (the rest zero), IPv6 in all
- * four; a tuple says which. The kernel record is wider than an IPv4 event
- * needs: recordings and memory keep IPv4 addresses in four bytes
- * (pkg/event).
+ * four; a tuple says which. Programs build this wide event; an event with
+ * no IPv6 address is submitted narrowed to struct nt_event4, the record
+ * as it was before IPv6 (and as recordings keep it): an IPv4 event costs
+ * the ring buffer, user space and disk no more than it did.
  */
 #ifndef NETTRACE_H
 #define NETTRACE_H
@@ -57,6 +58,7 @@ enum nt_kind {
 #define NT_F_CT 0x02    /* ct holds the packet's conntrack entry */
 #define NT_F_PRE 0x04   /* u.nat.pre is known (the pre-NAT half was observed) */
 #define NT_F_GROUP 0x08 /* received as a link-layer broadcast or multicast */
+#define NT_F_WIDE 0x40  /* the record is a struct nt_event (else struct nt_event4) */
 
 #define NT_HOOK_NONE 0xff
 
@@ -176,6 +178,106 @@ struct nt_event {
 	 * the record so that recordings made before it decode with it zero. */
 	__u64 skb_seen;
 };
+
+/* The narrow record of an event without IPv6 addresses: struct nt_event
+ * with IPv4 addresses in one word. Its layout is also the recordings'. */
+struct nt_tuple4 {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 tcp_flags;
+	__u8 _pad[2];
+};
+
+struct nt_conntrack4 {
+	__u64 id;
+	__u32 status;
+	__u32 mark;
+	__u16 zone;
+	__u8 ctinfo;
+	__u8 _pad[5];
+	struct nt_tuple4 orig;
+	struct nt_tuple4 reply;
+};
+
+struct nt_event4 {
+	__u64 ts;
+	__u64 skb;
+	__u32 netns;
+	__u32 ifindex;
+	__u8 point;
+	__u8 kind;
+	__u8 hook;
+	__u8 flags;
+	__u16 cpu;
+	__u16 caplen;
+	char ifname[NT_IFNAMSIZ];
+	struct nt_tuple4 tuple;
+	struct nt_tuple4 inner;
+	struct nt_conntrack4 ct;
+	union {
+		struct {
+			struct nt_tuple4 pre;
+			__u32 out_ifindex;
+			__u32 _pad;
+			char out_ifname[NT_IFNAMSIZ];
+		} nat;
+		struct {
+			__u32 oif;
+			__u32 gateway;
+			__u32 saddr;
+			__s32 err;
+			__u32 table;
+			__u32 _pad;
+			char oifname[NT_IFNAMSIZ];
+		} route;
+		struct {
+			__u32 vni;
+			__u32 remote;
+			__u32 local;
+			__u16 port;
+			__u16 _pad;
+		} vxlan;
+		struct {
+			__u32 laddr;
+			__u16 lport;
+			__u8 outcome;
+			__u8 _pad;
+			__u32 accept_qlen;
+			__u32 accept_max;
+			__u32 syn_qlen;
+			__u32 _pad2;
+			__u64 listen_overflows;
+			__u64 listen_drops;
+		} syn;
+		struct nt_drop drop;
+		struct nt_tcp tcp;
+	} u;
+	__u64 skb_seen;
+};
+
+/* pkg/event reads narrow records (and recordings) at these offsets
+ * (decode.go); its tests check the wide layout against bpf2go's. */
+#define NT_NARROW_AT(member, off) _Static_assert(__builtin_offsetof(struct nt_event4, member) == (off), \
+						 "nt_event4." #member " moved: pkg/event reads it at " #off)
+NT_NARROW_AT(tuple, 48);
+NT_NARROW_AT(inner, 64);
+NT_NARROW_AT(ct, 80);
+NT_NARROW_AT(ct.orig, 104);
+NT_NARROW_AT(u, 136);
+NT_NARROW_AT(u.nat.out_ifindex, 152);
+NT_NARROW_AT(u.nat.out_ifname, 160);
+NT_NARROW_AT(u.route.err, 148);
+NT_NARROW_AT(u.route.oifname, 160);
+NT_NARROW_AT(u.vxlan.port, 148);
+NT_NARROW_AT(u.syn.outcome, 142);
+NT_NARROW_AT(u.syn.listen_overflows, 160);
+NT_NARROW_AT(u.syn.listen_drops, 168);
+NT_NARROW_AT(u.tcp.cookie, 144);
+NT_NARROW_AT(skb_seen, 176);
+_Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/event.RecordSize is 184");
 
 /* One instruction of the in-kernel filter: a postfix program over a bit stack. */
 enum nt_filter_op {

@@ -12,15 +12,19 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
+// flagWide is NT_F_WIDE: the record is a struct nt_event.
+const flagWide = 0x40
+
 // The decoder in package event reads fixed offsets; this checks them
-// against the layout bpf2go generated from bpf/include/nettrace.h.
+// against the layout bpf2go generated from bpf/include/nettrace.h (the
+// narrow record's are asserted in the header itself).
 func TestEventLayoutMatchesBPF(t *testing.T) {
-	if got := unsafe.Sizeof(natNtEvent{}); got != event.KernelRecordSize {
-		t.Fatalf("sizeof(nt_event) = %d, decoder expects %d", got, event.KernelRecordSize)
+	if got := unsafe.Sizeof(natNtEvent{}); got != event.WideRecordSize {
+		t.Fatalf("sizeof(nt_event) = %d, decoder expects %d", got, event.WideRecordSize)
 	}
 	var raw natNtEvent
 	raw.Ts, raw.Skb, raw.Netns, raw.Ifindex = 11, 0xffff888012345678, 4026531840, 7
-	raw.Point, raw.Kind, raw.Hook, raw.Flags = uint8(event.PointNAT), uint8(event.KindNAT), 3, event.FlagCT|event.FlagPre|event.FlagInner
+	raw.Point, raw.Kind, raw.Hook, raw.Flags = uint8(event.PointNAT), uint8(event.KindNAT), 3, event.FlagCT|event.FlagPre|event.FlagInner|flagWide
 	raw.Cpu, raw.Caplen = 1, 0
 	copy(raw.Ifname[:], []int8{'e', 't', 'h', '0'})
 	raw.Tuple.Saddr[0], raw.Tuple.Daddr[0], raw.Tuple.Sport, raw.Tuple.Dport, raw.Tuple.Proto, raw.Tuple.TcpFlags = 0x0100000a, 0x0200000a, 1234, 8080, 6, 0x12
@@ -158,8 +162,8 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 	for _, p := range payloads {
 		for i, f := range p.fields {
 			off, size := offsetOf(p.payload, f.member)
-			rec := make([]byte, event.KernelRecordSize)
-			rec[24], rec[27] = byte(p.point), p.flags
+			rec := make([]byte, event.WideRecordSize)
+			rec[24], rec[27] = byte(p.point), p.flags|flagWide
 			want := uint64(0x21 + i)
 			// Every byte of the member holds part of the value (a value
 			// read from the wrong bytes comes out different).
@@ -183,7 +187,8 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 		}
 	}
 	seen, _ := offsetOf("nt_event", "skb_seen")
-	rec := make([]byte, event.KernelRecordSize)
+	rec := make([]byte, event.WideRecordSize)
+	rec[27] = flagWide
 	binary.LittleEndian.PutUint64(rec[seen:], 0x1122334455667788)
 	var e event.Event
 	if err := event.DecodeKernel(rec, &e); err != nil {

@@ -20,17 +20,18 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeKernel is the live path's decode of one kernel record
-// (wide addresses) with a packet prefix.
-func BenchmarkDecodeKernel(b *testing.B) {
-	buf := make([]byte, KernelRecordSize+128)
-	buf[offPoint], buf[offKind], buf[offFlags] = byte(PointNAT), byte(KindNAT), FlagCT|FlagPre
+// BenchmarkDecodeWide is the live path's decode of a wide kernel record
+// (an event with IPv6 addresses) with a packet prefix.
+func BenchmarkDecodeWide(b *testing.B) {
+	buf := make([]byte, WideRecordSize+128)
+	buf[offPoint], buf[offKind], buf[offFlags] = byte(PointNAT), byte(KindNAT), FlagCT|FlagPre|flagWide
 	le.PutUint16(buf[offCaplen:], 128)
-	copy(buf[kOffTuple:], []byte{10, 0, 0, 1})
+	buf[kOffTuple+38] = 1 // IPv6
+	copy(buf[kOffTuple:], []byte{0xfd, 0, 0, 1})
 	var out Event
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if err := DecodeKernel(buf, &out); err != nil {
+		if err := DecodeKernel(buf, &out); err != nil || !out.Tuple.Src.Is6() {
 			b.Fatal(err)
 		}
 	}

@@ -6,12 +6,13 @@ import (
 	"net/netip"
 )
 
-// RecordSize is the size of one event in a recording: the kernel's record
-// as it was while addresses were IPv4 only, kept so that recordings hold an
-// IPv4 event in as few bytes as ever and old recordings read unchanged.
+// RecordSize is the size of a narrow kernel record (struct nt_event4),
+// which is also how recordings hold every event: an IPv4 event in as few
+// bytes as before IPv6 existed, and old recordings read unchanged.
 const RecordSize = 184
 
-// Offsets within a recorded event.
+// Offsets within a narrow record; bpf/include/nettrace.h asserts them at
+// compile time.
 const (
 	offTime    = 0
 	offSkb     = 8
@@ -50,8 +51,9 @@ func decodeTuple(b []byte, t *Tuple) {
 	t.TCPFlags = b[13]
 }
 
-// Decode fills e from one recorded event without allocating. e.Packet
-// then refers into b: it is valid only as long as b is.
+// Decode fills e from one recorded event or narrow kernel record without
+// allocating. e.Packet then refers into b: it is valid only as long as b
+// is.
 func Decode(b []byte, e *Event) error {
 	if len(b) < RecordSize {
 		return ErrShortRecord

@@ -2,13 +2,17 @@ package event
 
 import "net/netip"
 
-// KernelRecordSize is the size of one record from the kernel
-// (sizeof(struct nt_event)). Its addresses are four words wide, for
-// either family; recordings keep the narrower form of Encode, so that an
-// IPv4 event costs no more on disk than before IPv6 existed.
-const KernelRecordSize = 304
+// WideRecordSize is the size of a wide kernel record (sizeof(struct
+// nt_event)): addresses four words wide, for an event with an IPv6
+// address. The kernel sends an event without one narrowed to the record
+// Decode reads (struct nt_event4, RecordSize bytes), so an IPv4 event costs
+// the ring buffer and user space no more than before IPv6 existed.
+const WideRecordSize = 304
 
-// Offsets within struct nt_event; a test in internal/probe checks them
+// flagWide marks a wide kernel record (NT_F_WIDE).
+const flagWide = 0x40
+
+// Offsets within a wide record; a test in internal/probe checks them
 // against the layout bpf2go generated from the C header.
 const (
 	kOffTuple   = 48
@@ -41,10 +45,14 @@ func decodeKernelTuple(b []byte, t *Tuple) bool {
 	return ipv6
 }
 
-// DecodeKernel fills e from one kernel record without allocating. e.Packet
-// then refers into b: it is valid only as long as b is.
+// DecodeKernel fills e from one kernel record, narrow or wide, without
+// allocating. e.Packet then refers into b: it is valid only as long as b
+// is.
 func DecodeKernel(b []byte, e *Event) error {
-	if len(b) < KernelRecordSize {
+	if len(b) <= offFlags || b[offFlags]&flagWide == 0 {
+		return Decode(b, e)
+	}
+	if len(b) < WideRecordSize {
 		return ErrShortRecord
 	}
 	*e = Event{
@@ -56,11 +64,11 @@ func DecodeKernel(b []byte, e *Event) error {
 		Point:   Point(b[offPoint]),
 		Kind:    Kind(b[offKind]),
 		Hook:    Hook(b[offHook]),
-		Flags:   b[offFlags],
+		Flags:   b[offFlags] &^ flagWide,
 		CPU:     uint32(le.Uint16(b[offCPU:])),
 	}
-	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= KernelRecordSize+n {
-		e.Packet = b[KernelRecordSize : KernelRecordSize+n]
+	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= WideRecordSize+n {
+		e.Packet = b[WideRecordSize : WideRecordSize+n]
 	}
 	copy(e.Ifname[:], b[offIfname:offIfname+16])
 	ipv6 := decodeKernelTuple(b[kOffTuple:], &e.Tuple)
