@@ -91,6 +91,11 @@ func TestTableRules(t *testing.T) {
 		{"tcp and dst port 80", 2},
 		{"port 80", 4},
 		{"not port 80", 3},
+		// The table sees IPv4 only: an IPv6 host never matches there, its
+		// negation always does.
+		{"host fd00::1", 0},
+		{"host 10.0.0.1 or host fd00::1", 2},
+		{"not host fd00::1", 1},
 		{"(port 1 or port 2) and (port 3 or port 4) and (port 5 or port 6)", -1},
 	} {
 		prog, err := filter.Compile(tc.filter)

@@ -165,6 +165,14 @@ const (
 func alternativeExprs(alt []filter.Term) ([][]expr.Any, error) {
 	out := [][]expr.Any{{}}
 	for _, t := range alt {
+		if t.Op == filter.OpHost && t.Net.Addr().Is6() {
+			// The table sees IPv4 only: there an IPv6 host never matches,
+			// and its negation always does.
+			if !t.Not {
+				return nil, nil
+			}
+			continue
+		}
 		choices, err := termExprs(t)
 		if err != nil {
 			return nil, err
@@ -186,9 +194,6 @@ func termExprs(t filter.Term) ([][]expr.Any, error) {
 	case filter.OpProto:
 		return [][]expr.Any{l4proto(t.Proto, !t.Not)}, nil
 	case filter.OpHost:
-		if !t.Net.Addr().Is4() {
-			return nil, fmt.Errorf("the filter's IPv6 term %s is not traced: nettrace's table is IPv4 only", t.Net)
-		}
 		src, dst := addrExprs(offSaddr, t), addrExprs(offDaddr, t)
 		switch {
 		case t.Dir == filter.DirSrc:

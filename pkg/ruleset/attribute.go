@@ -127,7 +127,9 @@ func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
 
 func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, never ...*Rule) *Attribution {
 	t := rs.Tables[table]
-	if t == nil {
+	// The snapshot's rules are IPv4 ones (iptables-save, ip tables):
+	// ip6tables' are another ruleset, not read yet.
+	if t == nil || p.Src.Is6() || p.Dst.Is6() {
 		return nil
 	}
 	start := t.Chains[hook]

@@ -299,3 +299,17 @@ func TestMarkCarriedBetweenHooks(t *testing.T) {
 		t.Fatalf("POSTROUTING without the mark: %+v", a)
 	}
 }
+
+// An IPv6 packet meets ip6tables' rules, not these: nothing is attributed,
+// not even KUBE-POSTROUTING's MASQUERADE, which matches any address.
+func TestIPv6NotAttributedToIPv4Rules(t *testing.T) {
+	rs := load(t, "snat-missing-n1", staleReturn, "")
+	pre := pkt("[fd00:20::1]:40000", "[fd00:10:244:2::10]:8080", "", "flannel.1")
+	post := pkt("[fd00:10:244:1::]:40000", "[fd00:10:244:2::10]:8080", "", "flannel.1")
+	if a := rs.NAT("POSTROUTING", pre, post); a != nil {
+		t.Errorf("IPv6 packet attributed to %s", ref(a.Rule))
+	}
+	if a := rs.Drop("FORWARD", pre); a != nil {
+		t.Errorf("IPv6 drop attributed to %s", ref(a.Rule))
+	}
+}
