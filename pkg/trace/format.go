@@ -33,8 +33,10 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // Version is the format version this package writes. Version 2 added the
 // packet's first-seen time (event.Event.SkbSeen) as the kernel record's last
 // word; version 1 records decode with it zero, so both are read. Version 3
-// added ruleset records, version 4 rule trace records.
-const Version = 4
+// added ruleset records, version 4 rule trace records, version 5 IPv6
+// addresses (an event record with event.FlagIPv6 carries them after its
+// fixed part; IPv4 events are recorded as before).
+const Version = 5
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,13 @@ func encoded(e *event.Event) []byte {
 func incident() []event.Event {
 	evs := fixture.SNATMissing(false)
 	evs[1].Packet = []byte{0x45, 0x00, 0x00, 0x3c, 1, 2, 3, 4}
-	return evs
+	// An IPv6 packet beside them: its addresses take a block of their own.
+	v6 := evs[0]
+	v6.Skb++
+	v6.Tuple = event.Tuple{Src: netip.MustParseAddr("fd00:20::1"), Dst: netip.MustParseAddr("fd00:10:96::10"),
+		Sport: 40001, Dport: 80, Proto: event.ProtoTCP, TCPFlags: 2}
+	v6.Packet = []byte{0x60, 0, 0, 0, 0, 20, 6, 64}
+	return append(evs, v6)
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -143,7 +150,7 @@ func TestBadInput(t *testing.T) {
 		{"random bytes", []byte("\x13\x37 definitely not a trace file"), "offset 0: not a nettrace recording"},
 		{"tcpdump pcap", pcap, "offset 0: this is a pcap capture (tcpdump?)"},
 		{"pcapng", pcapng, "this is a pcapng capture"},
-		{"newer version", newer, "offset 8: format version 5 is newer than this nettrace reads (4)"},
+		{"newer version", newer, "offset 8: format version 6 is newer than this nettrace reads (5)"},
 		{"corrupt record", flipped, "checksum mismatch"},
 		{"header only", valid[:headerSize], "ends inside a record"},
 	}
