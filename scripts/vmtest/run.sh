@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 KERNEL=${1:-}
 TIMEOUT=${VMTEST_TIMEOUT:-1620}
 # The tests the guest runs, and how many times (to chase a flaky one).
-RUN=${VMTEST_RUN:-'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'}
+RUN=${VMTEST_RUN:-'TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLab|TestBusyLab|TestNoResidue|TestReplayBadInput|TestMethods'}
 COUNT=${VMTEST_COUNT:-1}
 CACHE=.cache/vmtest
 mkdir -p "$CACHE"
@@ -81,7 +81,7 @@ copy_with_libs /usr/sbin/ip sbin/ip
 copy_with_libs /usr/sbin/bridge sbin/bridge
 copy_with_libs /usr/sbin/xtables-nft-multi sbin/xtables-nft-multi
 copy_with_libs /usr/sbin/nft sbin/nft
-for t in iptables iptables-restore iptables-save; do ln -s xtables-nft-multi "$INITRD/sbin/$t"; done
+for t in iptables iptables-restore iptables-save ip6tables ip6tables-restore ip6tables-save; do ln -s xtables-nft-multi "$INITRD/sbin/$t"; done
 XT=/usr/lib/x86_64-linux-gnu/xtables
 mkdir -p "$INITRD$XT"
 cp "$XT"/*.so "$INITRD$XT/"
