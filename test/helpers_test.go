@@ -124,7 +124,7 @@ func listen(t *testing.T, ns, addr string, backlog int, accept bool) {
 		if backlog > 0 {
 			ln, err = lab.ListenBacklog(addr, backlog)
 		} else {
-			ln, err = net.Listen("tcp4", addr)
+			ln, err = net.Listen("tcp", addr) // the address's family
 		}
 		return err
 	})

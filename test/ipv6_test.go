@@ -15,22 +15,7 @@ func TestIPv6Tuples(t *testing.T) {
 	client, server := newNetns(t, "cli"), newNetns(t, "srv")
 	const caddr, saddr = "fd00:98:60::1", "fd00:98:60::2"
 	veth(t, client, "c0", caddr+"/64 nodad", server, "s0", saddr+"/64 nodad")
-	var ln net.Listener
-	inNetns(t, server, func() error {
-		var err error
-		ln, err = net.Listen("tcp6", "["+saddr+"]:8443")
-		return err
-	})
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	listen(t, server, "["+saddr+"]:8443", 0, true)
 	for _, filter := range []string{"ip6 and port 8443", "host " + saddr} {
 		t.Run(filter, func(t *testing.T) {
 			w := startWatch(t, "--netns", client, "--netns", server, filter)
@@ -104,22 +89,7 @@ func TestIPv6NATTuplesAndConntrack(t *testing.T) {
 		// rewrites the source.
 		"ip -n "+client+" addr add fd00:99::5/128 dev lo",
 	)
-	var ln net.Listener
-	inNetns(t, server, func() error {
-		var err error
-		ln, err = net.Listen("tcp6", "["+saddr+"]:8080")
-		return err
-	})
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	listen(t, server, "["+saddr+"]:8080", 0, true)
 	w := startWatch(t, "--netns", client, "--netns", server, "host "+service)
 	inNetns(t, client, func() error {
 		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("fd00:99::5")}}

@@ -26,8 +26,8 @@ func BenchmarkDecodeWide(b *testing.B) {
 	buf := make([]byte, WideRecordSize+128)
 	buf[offPoint], buf[offKind], buf[offFlags] = byte(PointNAT), byte(KindNAT), FlagCT|FlagPre|flagWide
 	le.PutUint16(buf[offCaplen:], 128)
-	buf[kOffTuple+38] = 1 // IPv6
-	copy(buf[kOffTuple:], []byte{0xfd, 0, 0, 1})
+	buf[wide.tuple+38] = 1 // IPv6
+	copy(buf[wide.tuple:], []byte{0xfd, 0, 0, 1})
 	var out Event
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -13,7 +13,7 @@ func Encode(e *Event, dst []byte) int {
 	block, ipv6 := appendIPv6Block(dst[RecordSize:RecordSize], e)
 	le.PutUint64(b[offTime:], e.Time)
 	le.PutUint64(b[offSkb:], e.Skb)
-	le.PutUint64(b[offSkbSeen:], e.SkbSeen)
+	le.PutUint64(b[narrow.skbSeen:], e.SkbSeen)
 	le.PutUint32(b[offNetns:], e.Netns)
 	le.PutUint32(b[offIfindex:], e.Ifindex)
 	b[offPoint], b[offKind], b[offHook], b[offFlags] = byte(e.Point), byte(e.Kind), byte(e.Hook), e.Flags
@@ -23,21 +23,21 @@ func Encode(e *Event, dst []byte) int {
 	le.PutUint16(b[offCPU:], uint16(e.CPU))
 	le.PutUint16(b[offCaplen:], uint16(len(e.Packet)))
 	copy(b[offIfname:offIfname+16], e.Ifname[:])
-	encodeTuple(b[offTuple:], &e.Tuple)
+	encodeTuple(b[narrow.tuple:], &e.Tuple)
 	if e.Flags&FlagInner != 0 {
-		encodeTuple(b[offInner:], &e.Inner)
+		encodeTuple(b[narrow.inner:], &e.Inner)
 	}
 	if e.Flags&FlagCT != 0 {
-		ct := b[offCT:]
+		ct := b[narrow.ct:]
 		le.PutUint64(ct[0:], e.CT.ID)
 		le.PutUint32(ct[8:], uint32(e.CT.Status))
 		le.PutUint32(ct[12:], e.CT.Mark)
 		le.PutUint16(ct[16:], e.CT.Zone)
 		ct[18] = e.CT.Info
 		encodeTuple(ct[24:], &e.CT.Orig)
-		encodeTuple(ct[24+tupleSize:], &e.CT.Reply)
+		encodeTuple(ct[24+narrow.tupleSize:], &e.CT.Reply)
 	}
-	p := b[offPayload:offSkbSeen]
+	p := b[narrow.payload:narrow.skbSeen]
 	switch e.Point {
 	case PointNAT:
 		if e.Flags&FlagPre != 0 {

@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"net/netip"
 )
 
@@ -88,24 +89,28 @@ func appendIPv6Block(b []byte, e *Event) ([]byte, bool) {
 	return b, true
 }
 
-// decodeIPv6Block sets the event's IPv6 addresses from a block at the
-// start of b, and returns the block's length.
-func decodeIPv6Block(b []byte, e *Event) (int, error) {
+// ipv6BlockLen is the length of the block at the start of b.
+func ipv6BlockLen(b []byte) (int, error) {
 	if len(b) < 2 {
 		return 0, errIPv6Block
 	}
-	mask, n := binary.LittleEndian.Uint16(b), 2
-	for i := range addrSlots {
-		if mask&(1<<i) == 0 {
-			continue
-		}
-		if len(b) < n+16 {
-			return 0, errIPv6Block
-		}
-		e.setAddr(i, netip.AddrFrom16([16]byte(b[n:n+16])))
-		n += 16
+	n := 2 + 16*bits.OnesCount16(binary.LittleEndian.Uint16(b)&(1<<addrSlots-1))
+	if len(b) < n {
+		return 0, errIPv6Block
 	}
 	return n, nil
+}
+
+// decodeIPv6Block sets the event's IPv6 addresses from a block at the
+// start of b, whose length ipv6BlockLen checked.
+func decodeIPv6Block(b []byte, e *Event) {
+	mask, n := binary.LittleEndian.Uint16(b), 2
+	for i := range addrSlots {
+		if mask&(1<<i) != 0 {
+			e.setAddr(i, netip.AddrFrom16([16]byte(b[n:n+16])))
+			n += 16
+		}
+	}
 }
 
 // RecordedLen is the length of e as Encode records it.
