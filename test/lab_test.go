@@ -28,6 +28,8 @@ type labRun struct {
 	// native says the scenario's kube-proxy writes native nftables rules
 	// (its nftables mode).
 	native bool
+	// family is the scenario's: its fault, clients and servers.
+	family lab.Family
 }
 
 // runOptions say how a scenario is run and watched.
@@ -112,7 +114,7 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 		t.Logf("%s: %s", x.Rule, x.Summary)
 	}
 	requireSameReplay(t, recording, tr)
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -222,24 +224,25 @@ func twins(t *testing.T, base string, test func(t *testing.T, name string, healt
 }
 
 func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
+	f := r.family
 	res := r.results()
 	dnat := r.require(t, "the DNAT of the ClusterIP at node 1's OUTPUT", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
-			e.Pre.Dst == lab.SNATServiceIP && e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
+			e.Pre.Dst == f.SNATService && e.Tuple.Dst == f.Pod2 && e.Tuple.Dport == lab.PodPort
 	})
-	if !r.reroutedVia(dnat, "flannel.1") {
-		t.Errorf("no re-route out of flannel.1 after the DNAT (nat out_dev %q)", dnat.OutDev)
+	if !r.reroutedVia(dnat, f.Tunnel) {
+		t.Errorf("no re-route out of %s after the DNAT (nat out_dev %q)", f.Tunnel, dnat.OutDev)
 	}
 	// The scenario's connection, not the background traffic's.
 	post := r.require(t, "the SYN at node 1's POSTROUTING", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) &&
-			e.Tuple.Dst == lab.Pod2IP && e.Tuple.Dport == lab.PodPort
+			e.Tuple.Dst == f.Pod2 && e.Tuple.Dport == lab.PodPort
 	})
 	encap := r.require(t, "the vxlan encapsulation at node 1", func(e output.JSONEvent) bool {
-		return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == lab.Pod2IP &&
+		return inNs(e, lab.NsNode1) && e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dst == f.Pod2 &&
 			e.Inner.Dport == lab.PodPort
 	})
-	if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != lab.Node2IP || encap.Dev != "eth0" {
+	if encap.VXLAN.VNI != lab.VNI || encap.VXLAN.Remote != f.Node2 || encap.Dev != "eth0" {
 		t.Errorf("encapsulation: VNI %d remote %s on %s", encap.VXLAN.VNI, encap.VXLAN.Remote, encap.Dev)
 	}
 	if got := find(r.events, func(e output.JSONEvent) bool {
@@ -247,45 +250,54 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 	}); len(got) > 0 {
 		t.Errorf("encapsulation claimed by the underlay router, which only forwards it:\n%s", dump(got))
 	}
+	// IPv4's rp_filter drops with its own reason; IPv6's is the rpfilter
+	// match of ip6tables' raw table.
+	reason := "IP_RPFILTER"
+	if f.IPv6 {
+		reason = "NETFILTER_DROP"
+	}
 	rpfilter := func(e output.JSONEvent) bool {
-		return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == "IP_RPFILTER" && e.Tuple.Src == lab.Pod2IP && e.Dev == "eth0"
+		return inNs(e, lab.NsNode1) && e.Point == "drop" && e.Drop.Reason == reason && e.Tuple.Src == f.Pod2 && e.Dev == "eth0"
 	}
 	if !healthy {
 		if res[lab.TimedOut] != 1 {
 			t.Fatalf("client outcomes %v, want a timeout", res)
 		}
-		if post.Translated || post.Tuple.Src != lab.Node1IP || encap.Inner.Src != lab.Node1IP {
-			t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", lab.Node1IP, post.Tuple, encap.Inner)
+		if post.Translated || post.Tuple.Src != f.Node1 || encap.Inner.Src != f.Node1 {
+			t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", f.Node1, post.Tuple, encap.Inner)
 		}
-		r.require(t, "the reply dropped by rp_filter on node 1's eth0", rpfilter)
-		xs := r.explained(t, "snat-missing-on-tunnel", "DNATed to 10.244.2.10:8080", lab.NsNode1+" OUTPUT",
-			"flannel.1", "VNI 1", "remote VTEP "+lab.Node2IP, "not SNATed", "came back on eth0", "IP_RPFILTER")
+		r.require(t, "the reply dropped by reverse-path filtering on node 1's eth0", rpfilter)
+		xs := r.explained(t, "snat-missing-on-tunnel", "DNATed to "+f.HostPort(f.Pod2, lab.PodPort), lab.NsNode1+" OUTPUT",
+			f.Tunnel, "VNI 1", "remote VTEP "+f.Node2, "not SNATed", "came back on eth0", reason)
 		// The stale flannel RETURN for node 2's subnet, before the
 		// MASQUERADE it kept the SYN from.
-		r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN")
-		r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment \"flanneld masq\" -j MASQUERADE")
+		cidr, node2 := f.ClusterCIDR, lab.NodePodCIDR(f, 2)
+		r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d "+node2+" -m comment --comment \"flanneld masq\" -j RETURN")
+		r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s "+cidr+" -d "+cidr+" -m comment --comment \"flanneld masq\" -j MASQUERADE")
 		return
 	}
 	if res[lab.Connected] != 1 {
 		t.Fatalf("client outcomes %v, want connected", res)
 	}
-	if !post.Translated || post.Tuple.Src != "10.244.1.0" || encap.Inner.Src != "10.244.1.0" {
-		t.Errorf("the SYN should be SNATed to flannel.1's 10.244.1.0: POSTROUTING %+v, inner %+v", post.Tuple, encap.Inner)
+	if !post.Translated || post.Tuple.Src != f.VTEP1 || encap.Inner.Src != f.VTEP1 {
+		t.Errorf("the SYN should be SNATed to %s's %s: POSTROUTING %+v, inner %+v", f.Tunnel, f.VTEP1, post.Tuple, encap.Inner)
 	}
 	r.require(t, "the reply un-DNATed back to the ClusterIP", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.CT != nil && e.CT.Direction == "reply" &&
-			e.Translated && e.Tuple.Src == lab.SNATServiceIP
+			e.Translated && e.Tuple.Src == f.SNATService
 	})
-	r.forbid(t, "an rp_filter drop", rpfilter)
+	r.forbid(t, "a reverse-path filtering drop", rpfilter)
 	r.healthy(t)
 }
 
 func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
+	f := r.family
 	res := r.results()
 	r.require(t, "the NodePort DNAT to the pod", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-			e.Pre.Dport == lab.NodePort && e.Tuple.Dst == lab.Pod1IP && e.Tuple.Dport == lab.PodPort
+			e.Pre.Dport == lab.NodePort && e.Tuple.Dst == f.Pod1 && e.Tuple.Dport == lab.PodPort
 	})
+	listener := f.HostPort(f.Pod1, lab.PodPort)
 	dropped := func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Dropped }
 	if healthy {
 		if res[lab.Connected] != 8 {
@@ -293,8 +305,7 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 		}
 		r.forbid(t, "a dropped SYN", dropped)
 		r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
-			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1") &&
-				e.SYN.Listener == fmt.Sprintf("%s:%d", lab.Pod1IP, lab.PodPort)
+			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1") && e.SYN.Listener == listener
 		})
 		r.healthy(t)
 		return
@@ -303,7 +314,6 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 		t.Fatalf("client outcomes %v, want timeouts", res)
 	}
 	syn := r.require(t, "a SYN dropped at the listener", dropped)
-	listener := lab.Pod1IP + ":8080"
 	if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
 		t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
 	}
@@ -319,20 +329,23 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 
 // The walk of incident 3: both endpoints' DNAT and SNAT appear.
 func checkServicePaths(t *testing.T, r labRun, _ bool) {
+	f := r.family
 	if res := r.results(); res[lab.Connected] != 16 {
 		t.Fatalf("client outcomes %v, want 16 connected", res)
 	}
 	r.healthy(t)
 	// The timelines show both endpoints' DNAT and SNAT.
-	for _, want := range []string{"DNAT " + lab.PathsServiceIP + ":80 -> " + lab.Pod1IP + ":8080", "DNAT " + lab.PathsServiceIP + ":80 -> " + lab.Pod2IP + ":8080", "SNAT 172.20.0.1:", "-> 10.244.1.1:", "-> 10.244.1.0:"} {
+	service := f.HostPort(f.PathsService, 80)
+	for _, want := range []string{"DNAT " + service + " -> " + f.HostPort(f.Pod1, lab.PodPort), "DNAT " + service + " -> " + f.HostPort(f.Pod2, lab.PodPort),
+		"SNAT " + f.HostPort(f.Node1, ""), "-> " + f.HostPort(f.Bridge1, ""), "-> " + f.HostPort(f.VTEP1, "")} {
 		if !timelineHas(r.flows, want) {
 			t.Errorf("no timeline step contains %q", want)
 		}
 	}
-	for _, ep := range []struct{ pod, snat, dev string }{{lab.Pod1IP, "10.244.1.1", "cni0"}, {lab.Pod2IP, "10.244.1.0", "flannel.1"}} {
+	for _, ep := range []struct{ pod, snat, dev string }{{f.Pod1, f.Bridge1, "cni0"}, {f.Pod2, f.VTEP1, f.Tunnel}} {
 		dnat := r.require(t, "the DNAT to "+ep.pod, func(e output.JSONEvent) bool {
 			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
-				e.Pre.Dst == lab.PathsServiceIP && e.Tuple.Dst == ep.pod
+				e.Pre.Dst == f.PathsService && e.Tuple.Dst == ep.pod
 		})
 		if !r.reroutedVia(dnat, ep.dev) {
 			t.Errorf("the DNAT to %s was not re-routed out of %s", ep.pod, ep.dev)
@@ -344,10 +357,10 @@ func checkServicePaths(t *testing.T, r labRun, _ bool) {
 		if r.native {
 			// Each first SYN's DNAT step names kube-proxy's endpoint rule.
 			steps := 0
-			for _, f := range r.flows {
-				for _, s := range f.Packets[0].Steps {
-					if s.Netns == lab.NsNode1 && s.Point == "nat" && s.Hook == "OUTPUT" && strings.HasPrefix(s.What, "DNAT "+lab.PathsServiceIP+":80 -> "+ep.pod+":8080") {
-						r.namedNativeRule(t, s.NetfilterRules, lab.NsNode1, "decided", "dnat to "+ep.pod+":8080")
+			for _, fl := range r.flows {
+				for _, s := range fl.Packets[0].Steps {
+					if s.Netns == lab.NsNode1 && s.Point == "nat" && s.Hook == "OUTPUT" && strings.HasPrefix(s.What, "DNAT "+service+" -> "+f.HostPort(ep.pod, lab.PodPort)) {
+						r.namedNativeRule(t, s.NetfilterRules, lab.NsNode1, "decided", "dnat to "+f.HostPort(ep.pod, lab.PodPort))
 						steps++
 					}
 				}
@@ -360,17 +373,25 @@ func checkServicePaths(t *testing.T, r labRun, _ bool) {
 }
 
 func checkStaleHostPort(t *testing.T, r labRun, healthy bool) {
+	f := r.family
 	res := r.results()
-	target := lab.DeadHostPortPod
+	target := f.DeadHostPortPod
 	if healthy {
-		target = lab.LiveHostPortPod
+		target = f.LiveHostPortPod
 	}
 	r.require(t, "the hostPort DNAT to "+target, func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
 			e.Pre.Dport == lab.HostPortNum && e.Tuple.Dst == target && e.Tuple.Dport == 443
 	})
+	// ARP's failure has its reason; neighbour discovery's packets are
+	// freed without one, where the failed entry is invalidated.
 	neighFailed := func(e output.JSONEvent) bool {
-		return e.Point == "drop" && e.Drop.Reason == "NEIGH_FAILED" && e.Tuple.Dst == lab.DeadHostPortPod
+		return e.Point == "drop" && e.Tuple.Dst == f.DeadHostPortPod &&
+			(e.Drop.Reason == "NEIGH_FAILED" || f.IPv6 && e.Drop.Reason == "NOT_SPECIFIED" && strings.HasPrefix(e.Drop.Location, "neigh_invalidate+"))
+	}
+	reason := "NEIGH_FAILED"
+	if f.IPv6 {
+		reason = "freed by neigh_invalidate"
 	}
 	if healthy {
 		if res[lab.Connected] != 1 {
@@ -384,32 +405,33 @@ func checkStaleHostPort(t *testing.T, r labRun, healthy bool) {
 		t.Fatalf("client outcomes %v, want no connection", res)
 	}
 	r.require(t, "the SYN to the dead pod dropped for a failed neighbour", neighFailed)
-	xs := r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s:%d was DNATed to %s:443", lab.Node1IP, lab.HostPortNum, lab.DeadHostPortPod),
-		lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", "NEIGH_FAILED")
+	xs := r.explained(t, "dnat-to-dead-endpoint", fmt.Sprintf("SYN to %s was DNATed to %s", f.HostPort(f.Node1, lab.HostPortNum), f.HostPort(f.DeadHostPortPod, 443)),
+		lab.NsNode1+" PREROUTING", "never answered", "neighbour resolution failed", reason)
 	// The stale CNI-DN chain's DNAT, and the live chain's behind it.
-	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.DeadHostPortPod+":443")
-	r.namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+lab.LiveHostPortPod+":443")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+f.HostPort(f.DeadHostPortPod, 443))
+	r.namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+f.HostPort(f.LiveHostPortPod, 443))
 }
 
 func checkHairpin(t *testing.T, r labRun, healthy bool) {
+	f := r.family
 	res := r.results()
 	r.require(t, "the DNAT of the load-balancer address to the ingress pod", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "PREROUTING" && isSYN(e) && e.Translated &&
-			e.Pre.Dst == lab.LoadBalancerIP && e.Tuple.Dst == lab.IngressPodIP
+			e.Pre.Dst == f.LoadBalancer && e.Tuple.Dst == f.IngressPod
 	})
 	post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
-		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == lab.IngressPodIP
+		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == f.IngressPod
 	})
 	client := lab.Prefix + "p1"
 	bypassed := func(e output.JSONEvent) bool {
-		return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == lab.IngressPodIP && e.Tuple.Flags == "S."
+		return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == f.IngressPod && e.Tuple.Flags == "S."
 	}
 	if healthy {
 		if res[lab.Connected] != 1 {
 			t.Fatalf("client outcomes %v, want connected", res)
 		}
-		if !post.Translated || post.Tuple.Src != "10.244.1.1" {
-			t.Errorf("request should be SNATed to cni0's 10.244.1.1: %+v", post.Tuple)
+		if !post.Translated || post.Tuple.Src != f.Bridge1 {
+			t.Errorf("request should be SNATed to cni0's %s: %+v", f.Bridge1, post.Tuple)
 		}
 		r.forbid(t, "a reply from the ingress pod's own address at the client", bypassed)
 		r.healthy(t)
@@ -418,20 +440,21 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	if res[lab.Connected] != 0 {
 		t.Fatalf("client outcomes %v, want no connection", res)
 	}
-	if post.Translated || post.Tuple.Src != lab.Pod1IP {
-		t.Errorf("request should leave un-SNATed from %s: %+v", lab.Pod1IP, post.Tuple)
+	if post.Translated || post.Tuple.Src != f.Pod1 {
+		t.Errorf("request should leave un-SNATed from %s: %+v", f.Pod1, post.Tuple)
 	}
 	r.require(t, "the SYN-ACK reaching the client from the ingress pod's own address", bypassed)
-	if !r.resetBy(client, lab.IngressPodIP) {
+	if !r.resetBy(client, f.IngressPod) {
 		t.Errorf("nettrace did not show the client resetting the unexpected SYN-ACK")
 	}
-	xs := r.explained(t, "reply-bypassed-nat", "reply from "+lab.IngressPodIP+":443", "called "+lab.LoadBalancerIP+":443",
-		"received from "+lab.IngressPodIP+":443", "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+	ingress := f.HostPort(f.IngressPod, 443)
+	xs := r.explained(t, "reply-bypassed-nat", "reply from "+ingress, "called "+f.HostPort(f.LoadBalancer, 443),
+		"received from "+ingress, "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
 	if r.native {
-		r.namedNativeRule(t, xs[0].NetfilterRules, lab.NsNode1, "decided", "dnat to "+lab.IngressPodIP+":443")
+		r.namedNativeRule(t, xs[0].NetfilterRules, lab.NsNode1, "decided", "dnat to "+ingress)
 		return
 	}
-	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+lab.IngressPodIP+":443")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+ingress)
 }
 
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
@@ -450,6 +473,12 @@ var scenarioChecks = []scenarioCheck{
 	{"hairpin", "host " + lab.LoadBalancerIP, true, checkHairpin},
 	{"service-paths-nft", "host " + lab.PathsServiceIP, false, checkServicePaths},
 	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
+	// The IPv6 variants, in the dual-stack lab.
+	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
+	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},
+	{"service-paths-v6", "host " + lab.IPv6.PathsService, false, checkServicePaths},
+	{"stale-hostport-v6", "ip6 and port 8443", true, checkStaleHostPort},
+	{"hairpin-v6", "host " + lab.IPv6.LoadBalancer, true, checkHairpin},
 }
 
 // eachScenario runs test for every scenario and twin.

@@ -16,15 +16,20 @@ import (
 )
 
 // namedRule requires a finding to name, in a role, the rule of a
-// namespace's live ruleset whose iptables-save line contains want: the
+// namespace's live ruleset (ip6tables' for an IPv6 scenario) whose
+// iptables-save line contains want: the
 // same text, chain and position as iptables-save prints it now; the rule
 // that decided as the kernel traced it (its nftables handle known) when
 // the run traced rules, every other from the ruleset.
 func (r labRun) namedRule(t *testing.T, x output.JSONExplanation, ns, role, want string) {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", ns, "iptables-save").Output()
+	save := "iptables-save"
+	if r.family.IPv6 {
+		save = "ip6tables-save"
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, save).Output()
 	if err != nil {
-		t.Fatalf("iptables-save in %s: %v", ns, err)
+		t.Fatalf("%s in %s: %v", save, ns, err)
 	}
 	var line, chain string
 	pos := 0

@@ -11,9 +11,9 @@ import (
 func addrPort(t event.Tuple, source bool) string {
 	var b [64]byte
 	if source {
-		return string(strconv.AppendUint(append(appendAddr(b[:0], t.Src), ':'), uint64(t.Sport), 10))
+		return string(appendAddrPort(b[:0], t.Src, t.Sport))
 	}
-	return string(strconv.AppendUint(append(appendAddr(b[:0], t.Dst), ':'), uint64(t.Dport), 10))
+	return string(appendAddrPort(b[:0], t.Dst, t.Dport))
 }
 
 // Step says in a few words what one event did to its packet.

@@ -249,15 +249,16 @@ func appendPacketLabel(b []byte, dir, label string, t event.Tuple) []byte {
 
 // appendAddrPorts appends "src:sport > dst:dport".
 func appendAddrPorts(b []byte, t event.Tuple) []byte {
-	b = strconv.AppendUint(append(appendAddr(b, t.Src), ':'), uint64(t.Sport), 10)
+	b = appendAddrPort(b, t.Src, t.Sport)
 	b = append(b, " > "...)
-	return strconv.AppendUint(append(appendAddr(b, t.Dst), ':'), uint64(t.Dport), 10)
+	return appendAddrPort(b, t.Dst, t.Dport)
 }
 
-// appendAddr appends what a.String() returns, without allocating.
-func appendAddr(b []byte, a netip.Addr) []byte {
+// appendAddrPort appends "addr:port" ("[addr]:port" for IPv6), without
+// allocating.
+func appendAddrPort(b []byte, a netip.Addr, port uint16) []byte {
 	if !a.IsValid() {
-		return append(b, a.String()...)
+		return strconv.AppendUint(append(append(b, a.String()...), ':'), uint64(port), 10)
 	}
-	return a.AppendTo(b)
+	return netip.AddrPortFrom(a, port).AppendTo(b)
 }

@@ -136,26 +136,56 @@ func verdictName(code uint32, chain string) string {
 	return fmt.Sprintf("verdict %d", int32(code))
 }
 
-// packetOf reads an IPv4 packet's tuple from the headers a trace message
+// packetOf reads a packet's tuple from the headers a trace message
 // carries, as nettrace's events give it (ICMP: type<<8|code, echo id).
 func packetOf(network, transport []byte) (ruleset.Packet, bool) {
-	if len(network) < 20 || network[0]>>4 != 4 {
+	var p ruleset.Packet
+	switch {
+	case len(network) >= 20 && network[0]>>4 == 4:
+		p = ruleset.Packet{
+			Proto: network[9],
+			Src:   netip.AddrFrom4([4]byte(network[12:16])),
+			Dst:   netip.AddrFrom4([4]byte(network[16:20])),
+		}
+	case len(network) >= 40 && network[0]>>4 == 6:
+		p = ruleset.Packet{
+			Proto: ip6Transport(network),
+			Src:   netip.AddrFrom16([16]byte(network[8:24])),
+			Dst:   netip.AddrFrom16([16]byte(network[24:40])),
+		}
+	default:
 		return ruleset.Packet{}, false
-	}
-	p := ruleset.Packet{
-		Proto: network[9],
-		Src:   netip.AddrFrom4([4]byte(network[12:16])),
-		Dst:   netip.AddrFrom4([4]byte(network[16:20])),
 	}
 	switch p.Proto {
 	case event.ProtoTCP, event.ProtoUDP:
 		if len(transport) >= 4 {
 			p.Sport, p.Dport = binary.BigEndian.Uint16(transport), binary.BigEndian.Uint16(transport[2:])
 		}
-	case event.ProtoICMP:
+	case event.ProtoICMP, event.ProtoICMPv6:
 		if len(transport) >= 6 {
 			p.Sport, p.Dport = binary.BigEndian.Uint16(transport), binary.BigEndian.Uint16(transport[4:])
 		}
 	}
 	return p, true
+}
+
+// ip6Transport is the transport protocol of an IPv6 packet whose network
+// header the kernel sent whole: up to the transport header, extension
+// headers included (the trace's network header ends where nf_tables found
+// the transport one).
+func ip6Transport(network []byte) uint8 {
+	next, off := network[6], 40
+	for off+8 <= len(network) {
+		switch next {
+		case unix.IPPROTO_HOPOPTS, unix.IPPROTO_ROUTING, unix.IPPROTO_DSTOPTS:
+			next, off = network[off], off+8*(int(network[off+1])+1)
+		case unix.IPPROTO_FRAGMENT:
+			next, off = network[off], off+8
+		case unix.IPPROTO_AH:
+			next, off = network[off], off+4*(int(network[off+1])+2)
+		default:
+			return next
+		}
+	}
+	return next
 }

@@ -74,52 +74,70 @@ func TestDecodeStep(t *testing.T) {
 			}
 		})
 	}
+	// An IPv6 packet, its TCP header behind a hop-by-hop options header.
+	ip6 := make([]byte, 48)
+	ip6[0], ip6[6], ip6[40] = 0x60, unix.IPPROTO_HOPOPTS, 6
+	copy(ip6[8:], netip.MustParseAddr("fd00::1").AsSlice())
+	copy(ip6[24:], netip.MustParseAddr("fd00:96::10").AsSlice())
+	want6 := ruleset.Packet{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00:96::10"), Proto: 6, Sport: 40000, Dport: 80}
+	if s, err := decodeStep(traceMessage(t, 3, unix.NFT_JUMP, "KUBE-SVC-X", ip6, tcp)); err != nil || s.packet != want6 {
+		t.Errorf("IPv6 packet %+v (%v), want %+v", s.packet, err, want6)
+	}
 	if _, err := decodeStep([]byte{2, 0}); err == nil {
 		t.Error("a short message decoded")
 	}
 }
 
 // TestTableRules: each filter becomes one rule per alternative in each
-// entry chain, and one too many is refused.
+// entry chain of each family's table, a family's table only where the
+// filter can select its packets, and one rule too many is refused.
 func TestTableRules(t *testing.T) {
 	for _, tc := range []struct {
-		filter string
-		rules  int // per chain
+		filter   string
+		ip4, ip6 int // rules per chain; 0: no table
 	}{
-		{"", 1},
-		{"host 10.0.0.1", 2},
-		{"tcp and dst port 80", 2},
-		{"port 80", 4},
-		{"not port 80", 3},
-		// The table sees IPv4 only: an IPv6 host never matches there, its
-		// negation always does.
-		{"host fd00::1", 0},
-		{"host 10.0.0.1 or host fd00::1", 2},
-		{"not host fd00::1", 1},
-		{"(port 1 or port 2) and (port 3 or port 4) and (port 5 or port 6)", -1},
+		{"", 1, 1},
+		{"host 10.0.0.1", 2, 0},
+		{"tcp and dst port 80", 2, 2},
+		{"port 80", 4, 4},
+		{"not port 80", 3, 3},
+		// A family's table sees its own packets only: a host of the other
+		// family never matches there, its negation always does.
+		{"host fd00::1", 0, 2},
+		{"host 10.0.0.1 or host fd00::1", 2, 2},
+		{"not host fd00::1", 1, 1},
+		{"ip6 and port 8443", 0, 4},
+		{"net fd00::/8", 0, 2},
+		{"(port 1 or port 2) and (port 3 or port 4) and (port 5 or port 6)", -1, -1},
 	} {
 		prog, err := filter.Compile(tc.filter)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs, err := tableMessages(prog)
-		if tc.rules < 0 {
+		batches, err := tableMessages(prog)
+		if tc.ip4 < 0 {
 			if err == nil {
-				t.Errorf("%q: %d messages, want an error", tc.filter, len(msgs))
+				t.Errorf("%q: %d tables, want an error", tc.filter, len(batches))
 			}
 			continue
 		}
 		if err != nil {
 			t.Fatalf("%q: %v", tc.filter, err)
 		}
-		rules := 0
-		for _, m := range msgs {
-			if m.Header.Type == netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE) {
-				rules++
+		rules := map[uint8]int{}
+		for _, b := range batches {
+			for _, m := range b.messages {
+				if m.Header.Type == netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE) {
+					if m.Data[0] != b.family.proto {
+						t.Errorf("%q: a rule of family %d in the %s table", tc.filter, m.Data[0], b.family.name)
+					}
+					rules[b.family.proto]++
+				}
 			}
 		}
-		if rules != tc.rules*len(entryHooks) {
-			t.Errorf("%q: %d rules, want %d in each of %d chains", tc.filter, rules, tc.rules, len(entryHooks))
+		if rules[unix.NFPROTO_IPV4] != tc.ip4*len(entryHooks) || rules[unix.NFPROTO_IPV6] != tc.ip6*len(entryHooks) {
+			t.Errorf("%q: %d ip and %d ip6 rules, want %d and %d in each of %d chains", tc.filter,
+				rules[unix.NFPROTO_IPV4], rules[unix.NFPROTO_IPV6], tc.ip4, tc.ip6, len(entryHooks))
 		}
 	}
 }

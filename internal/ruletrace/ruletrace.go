@@ -32,7 +32,7 @@ import (
 
 // Tracer traces the rules of namespaces.
 type Tracer struct {
-	table  []netlink.Message
+	tables []tableBatch
 	steps  func(ruleset.Trace)
 	report func(error)
 
@@ -52,7 +52,7 @@ func Start(targets []netns.Target, prog *filter.Program, steps func(ruleset.Trac
 	if err != nil {
 		return nil, fmt.Errorf("trace rules: %w", err)
 	}
-	t := &Tracer{table: table, steps: steps, report: report, spaces: map[uint32]*space{}}
+	t := &Tracer{tables: table, steps: steps, report: report, spaces: map[uint32]*space{}}
 	for _, target := range targets {
 		t.Add(target)
 	}
@@ -157,7 +157,12 @@ type where struct {
 	packet ruleset.Packet
 }
 
-type chainKey struct{ table, chain string }
+// chainKey names a chain: tables of the same name (iptables' and
+// ip6tables' nat) are in each family.
+type chainKey struct {
+	family       uint8
+	table, chain string
+}
 
 // traceBuffer is the trace socket's receive buffer: a burst of traced
 // packets sends one message per rule each.
@@ -189,18 +194,28 @@ func (t *Tracer) open(target netns.Target) (s *space, err error) {
 	if s.owner, err = netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: fd}); err != nil {
 		return nil, fmt.Errorf("nftables socket: %w", err)
 	}
-	if err = s.addTable(t.table); err != nil {
-		return nil, err
+	added := 0
+	for _, b := range t.tables {
+		if err := s.addTable(b); err != nil {
+			// One family's table may fail where the other works (a kernel
+			// without nf_tables for IPv6): the other's rules are traced.
+			t.report(fmt.Errorf("rules of %s not traced: %w", target.Name, err))
+			continue
+		}
+		added++
+	}
+	if added == 0 && len(t.tables) > 0 {
+		return nil, errors.New("no table added")
 	}
 	return s, nil
 }
 
-// addTable sends the table's batch and takes the kernel's answer to each
-// of its requests.
-func (s *space) addTable(batch []netlink.Message) error {
-	sent, err := s.owner.SendMessages(batch)
+// addTable sends a table's batch and takes the kernel's answer to each of
+// its requests.
+func (s *space) addTable(b tableBatch) error {
+	sent, err := s.owner.SendMessages(b.messages)
 	if err != nil {
-		return fmt.Errorf("add table %s: %w", TableName, err)
+		return fmt.Errorf("add table %s %s: %w", b.family.name, TableName, err)
 	}
 	for _, m := range sent {
 		if m.Header.Flags&netlink.Acknowledge == 0 {
@@ -208,9 +223,9 @@ func (s *space) addTable(batch []netlink.Message) error {
 		}
 		if _, err := s.owner.Receive(); err != nil {
 			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
-				return fmt.Errorf("add table %s: %w (the kernel has no owned nftables tables: 5.12 or later needed)", TableName, err)
+				return fmt.Errorf("add table %s %s: %w (the kernel has no owned nftables tables: 5.12 or later needed)", b.family.name, TableName, err)
 			}
-			return fmt.Errorf("add table %s: %w", TableName, err)
+			return fmt.Errorf("add table %s %s: %w", b.family.name, TableName, err)
 		}
 	}
 	return nil
@@ -272,17 +287,17 @@ func isClosing(t *Tracer) bool {
 // resolve places a step: the hook it happened at (its base chain's, or for
 // a chain jumped to, the hook the packet's trace is in), the packet (as
 // the last step that carried its headers saw it) and the rule's position
-// in its chain. Steps of nettrace's own table, of other families and of
-// packets never seen with an IPv4 header are left out.
+// in its chain. Steps of nettrace's own tables, of families other than
+// ip and ip6 and of packets never seen with an IP header are left out.
 func (s *space) resolve(st step, at uint64) (ruleset.Trace, bool) {
-	if st.table == TableName || st.nfproto != unix.NFPROTO_IPV4 {
+	if st.table == TableName || (st.nfproto != unix.NFPROTO_IPV4 && st.nfproto != unix.NFPROTO_IPV6) {
 		return ruleset.Trace{}, false
 	}
 	if s.stale.Swap(false) {
 		clear(s.hooks)
 		clear(s.positions)
 	}
-	k := chainKey{st.table, st.chain}
+	k := chainKey{uint8(st.nfproto), st.table, st.chain}
 	hook, base := s.hooks[k]
 	if !base {
 		if _, known := s.positions[k]; !known {
@@ -314,20 +329,22 @@ func (s *space) resolve(st step, at uint64) (ruleset.Trace, bool) {
 	return tr, true
 }
 
-// readChains learns the hooks of the namespace's IPv4 base chains, and
-// marks every chain known.
+// readChains learns the hooks of the namespace's IPv4 and IPv6 base
+// chains, and marks every chain known.
 func (s *space) readChains() {
-	chains, err := s.lookup.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return
-	}
-	for _, c := range chains {
-		k := chainKey{c.Table.Name, c.Name}
-		if c.Hooknum != nil {
-			s.hooks[k] = event.Hook(*c.Hooknum).String()
+	for _, f := range families {
+		chains, err := s.lookup.ListChainsOfTableFamily(nftables.TableFamily(f.proto))
+		if err != nil {
+			continue
 		}
-		if _, ok := s.positions[k]; !ok {
-			s.positions[k] = nil
+		for _, c := range chains {
+			k := chainKey{f.proto, c.Table.Name, c.Name}
+			if c.Hooknum != nil {
+				s.hooks[k] = event.Hook(*c.Hooknum).String()
+			}
+			if _, ok := s.positions[k]; !ok {
+				s.positions[k] = nil
+			}
 		}
 	}
 }
@@ -338,7 +355,7 @@ func (s *space) position(k chainKey, handle uint64) int {
 	if p, ok := s.positions[k][handle]; ok {
 		return p
 	}
-	rules, err := s.lookup.GetRules(&nftables.Table{Name: k.table, Family: nftables.TableFamilyIPv4}, &nftables.Chain{Name: k.chain})
+	rules, err := s.lookup.GetRules(&nftables.Table{Name: k.table, Family: nftables.TableFamily(k.family)}, &nftables.Chain{Name: k.chain})
 	if err != nil {
 		return 0
 	}

@@ -91,19 +91,24 @@ func (c *collector) waitFor(t *testing.T, what string, ok func(ruleset.Trace) bo
 }
 
 // TestTracesNameRulesAndLeaveNothing traces real packets through real
-// iptables-nft rules: the DNAT rule of a chain jumped to and a DROP are
-// reported at their positions, packets the filter leaves out are not
-// traced, and Close leaves the ruleset as it was (counters aside: the
-// test's packets move them).
+// iptables-nft and ip6tables-nft rules: the DNAT rule of a chain jumped to
+// and a DROP are reported at their positions, in each family, packets the
+// filter leaves out are not traced, and Close leaves the ruleset as it was
+// (counters aside: the test's packets move them).
 func TestTracesNameRulesAndLeaveNothing(t *testing.T) {
 	target := newNamespace(t,
 		"iptables -t nat -N TEST-SVC",
 		"iptables -t nat -A OUTPUT -d 10.99.0.1 -j TEST-SVC",
 		"iptables -t nat -A TEST-SVC -p udp --dport 9 -j RETURN",
 		"iptables -t nat -A TEST-SVC -p udp --dport 7 -m comment --comment svc -j DNAT --to-destination 127.0.0.1:7",
-		"iptables -A OUTPUT -p udp --dport 8 -j DROP")
+		"iptables -A OUTPUT -p udp --dport 8 -j DROP",
+		"ip addr add fd00:99::1/128 dev lo",
+		"ip6tables -t nat -N TEST-SVC6",
+		"ip6tables -t nat -A OUTPUT -d fd00:99::1 -j TEST-SVC6",
+		"ip6tables -t nat -A TEST-SVC6 -p udp --dport 9 -j RETURN",
+		"ip6tables -t nat -A TEST-SVC6 -p udp --dport 7 -j DNAT --to-destination [::1]:7")
 	before := inNamespace(t, target.Name, "nft --stateless list ruleset")
-	prog, err := filter.Compile("udp and host 10.99.0.1")
+	prog, err := filter.Compile("udp and (host 10.99.0.1 or host fd00:99::1)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +121,13 @@ func TestTracesNameRulesAndLeaveNothing(t *testing.T) {
 	if len(got.reported) > 0 {
 		t.Fatalf("reported: %v", got.reported)
 	}
-	if tables := inNamespace(t, target.Name, "nft list tables"); !strings.Contains(tables, "table ip "+TableName) {
-		t.Fatalf("no table of nettrace's while tracing:\n%s", tables)
+	for _, family := range []string{"ip", "ip6"} {
+		if tables := inNamespace(t, target.Name, "nft list tables"); !strings.Contains(tables, "table "+family+" "+TableName+"\n") {
+			t.Fatalf("no %s table of nettrace's while tracing:\n%s", family, tables)
+		}
 	}
 	inNamespace(t, target.Name, "echo x > /dev/udp/10.99.0.1/7; echo x > /dev/udp/10.99.0.1/8 || true; "+
-		"timeout 1 bash -c 'echo x > /dev/tcp/10.99.0.1/7' || true")
+		"echo x > /dev/udp/fd00:99::1/7; timeout 1 bash -c 'echo x > /dev/tcp/10.99.0.1/7' || true")
 
 	service := netip.MustParseAddr("10.99.0.1")
 	dnat := got.waitFor(t, "of the DNAT rule", func(s ruleset.Trace) bool {
@@ -132,6 +139,13 @@ func TestTracesNameRulesAndLeaveNothing(t *testing.T) {
 	jump := got.waitFor(t, "of the jump", func(s ruleset.Trace) bool { return s.ID == dnat.ID && s.Verdict == "jump TEST-SVC" })
 	if jump.Chain != "OUTPUT" || jump.Position != 1 {
 		t.Errorf("jump step: %+v", jump)
+	}
+	service6 := netip.MustParseAddr("fd00:99::1")
+	dnat6 := got.waitFor(t, "of the IPv6 DNAT rule", func(s ruleset.Trace) bool {
+		return s.Table == "nat" && s.Chain == "TEST-SVC6" && s.Verdict == "accept"
+	})
+	if dnat6.Position != 2 || dnat6.Hook != "OUTPUT" || dnat6.Packet.Dst != service6 || dnat6.Packet.Dport != 7 || dnat6.Handle == 0 {
+		t.Errorf("IPv6 DNAT step: %+v", dnat6)
 	}
 	drop := got.waitFor(t, "of the DROP", func(s ruleset.Trace) bool { return s.Table == "filter" && s.Verdict == "drop" })
 	if drop.Chain != "OUTPUT" || drop.Position != 1 || drop.Packet.Dport != 8 || drop.Hook != "OUTPUT" {

@@ -45,18 +45,57 @@ var entryHooks = []struct {
 	hook  uint32
 }{{"prerouting", unix.NF_INET_PRE_ROUTING}, {"output", unix.NF_INET_LOCAL_OUT}}
 
-// tableMessages is the batch that adds nettrace's table: owned by the
-// socket that sends it (the kernel removes it when that socket closes,
-// also when nettrace is killed), with a chain ahead of every other at
-// each entry hook whose rules set nftrace on the packets prog selects.
-func tableMessages(prog *filter.Program) ([]netlink.Message, error) {
+// family is an nftables family nettrace adds its table in: ip for
+// iptables' rules, ip6 for ip6tables'.
+type family struct {
+	proto uint8 // NFPROTO_IPV4, NFPROTO_IPV6
+	name  string
+	// Where the addresses are in the network header, and their length.
+	saddr, daddr, addrLen uint32
+}
+
+var families = []family{
+	{unix.NFPROTO_IPV4, "ip", 12, 16, 4},
+	{unix.NFPROTO_IPV6, "ip6", 8, 24, 16},
+}
+
+func (f family) ipv6() bool { return f.proto == unix.NFPROTO_IPV6 }
+
+// tableBatch is the batch that adds nettrace's table in one family.
+type tableBatch struct {
+	family   family
+	messages []netlink.Message
+}
+
+// tableMessages are the batches that add nettrace's table in each family
+// where prog can select a packet: owned by the socket that sends it (the
+// kernel removes it when that socket closes, also when nettrace is
+// killed), with a chain ahead of every other at each entry hook whose
+// rules set nftrace on the packets prog selects.
+func tableMessages(prog *filter.Program) ([]tableBatch, error) {
 	alts, err := prog.Alternatives(maxAlternatives)
 	if err != nil {
 		return nil, err
 	}
+	var out []tableBatch
+	for _, f := range families {
+		msgs, err := familyTable(prog, f, alts)
+		if err != nil {
+			return nil, err
+		}
+		if msgs != nil {
+			out = append(out, tableBatch{f, msgs})
+		}
+	}
+	return out, nil
+}
+
+// familyTable is the batch of one family's table; nil when prog selects
+// no packet of the family.
+func familyTable(prog *filter.Program, f family, alts [][]filter.Term) ([]netlink.Message, error) {
 	var rules [][]expr.Any
 	for _, alt := range alts {
-		matches, err := alternativeExprs(alt)
+		matches, err := alternativeExprs(f, alt)
 		if err != nil {
 			return nil, err
 		}
@@ -68,11 +107,14 @@ func tableMessages(prog *filter.Program) ([]netlink.Message, error) {
 		}
 	}
 	if len(rules) > maxAlternatives {
-		return nil, fmt.Errorf("filter %q needs %d nftables rules, more than %d", prog.Expr, len(rules), maxAlternatives)
+		return nil, fmt.Errorf("filter %q needs %d nftables rules in the %s family, more than %d", prog.Expr, len(rules), f.name, maxAlternatives)
+	}
+	if len(rules) == 0 {
+		return nil, nil
 	}
 	msgs := []netlink.Message{
 		batchMessage(unix.NFNL_MSG_BATCH_BEGIN),
-		nftMessage(unix.NFT_MSG_NEWTABLE, netlink.Create, []netlink.Attribute{
+		nftMessage(f, unix.NFT_MSG_NEWTABLE, netlink.Create, []netlink.Attribute{
 			{Type: unix.NFTA_TABLE_NAME, Data: cstring(TableName)},
 			{Type: unix.NFTA_TABLE_FLAGS, Data: be32(tableOwned)},
 		}),
@@ -85,14 +127,14 @@ func tableMessages(prog *filter.Program) ([]netlink.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, nftMessage(unix.NFT_MSG_NEWCHAIN, netlink.Create, []netlink.Attribute{
+		msgs = append(msgs, nftMessage(f, unix.NFT_MSG_NEWCHAIN, netlink.Create, []netlink.Attribute{
 			{Type: unix.NFTA_CHAIN_TABLE, Data: cstring(TableName)},
 			{Type: unix.NFTA_CHAIN_NAME, Data: cstring(h.chain)},
 			{Type: unix.NLA_F_NESTED | unix.NFTA_CHAIN_HOOK, Data: hook},
 			{Type: unix.NFTA_CHAIN_TYPE, Data: cstring("filter")},
 		}))
 		for _, r := range rules {
-			m, err := ruleMessage(h.chain, r)
+			m, err := ruleMessage(f, h.chain, r)
 			if err != nil {
 				return nil, err
 			}
@@ -102,10 +144,10 @@ func tableMessages(prog *filter.Program) ([]netlink.Message, error) {
 	return append(msgs, batchMessage(unix.NFNL_MSG_BATCH_END)), nil
 }
 
-func ruleMessage(chain string, exprs []expr.Any) (netlink.Message, error) {
+func ruleMessage(f family, chain string, exprs []expr.Any) (netlink.Message, error) {
 	elems := make([]netlink.Attribute, len(exprs))
 	for i, e := range exprs {
-		data, err := expr.Marshal(unix.NFPROTO_IPV4, e)
+		data, err := expr.Marshal(f.proto, e)
 		if err != nil {
 			return netlink.Message{}, fmt.Errorf("nftables expression %T: %w", e, err)
 		}
@@ -115,21 +157,20 @@ func ruleMessage(chain string, exprs []expr.Any) (netlink.Message, error) {
 	if err != nil {
 		return netlink.Message{}, err
 	}
-	return nftMessage(unix.NFT_MSG_NEWRULE, netlink.Create|unix.NLM_F_APPEND, []netlink.Attribute{
+	return nftMessage(f, unix.NFT_MSG_NEWRULE, netlink.Create|unix.NLM_F_APPEND, []netlink.Attribute{
 		{Type: unix.NFTA_RULE_TABLE, Data: cstring(TableName)},
 		{Type: unix.NFTA_RULE_CHAIN, Data: cstring(chain)},
 		{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS, Data: list},
 	}), nil
 }
 
-// nftMessage is an nf_tables request of the IPv4 family; attributes that
-// fail to encode (none of ours can) leave it empty, and the kernel refuses
-// it.
-func nftMessage(typ uint16, flags netlink.HeaderFlags, attrs []netlink.Attribute) netlink.Message {
+// nftMessage is an nf_tables request of family f; attributes that fail to
+// encode (none of ours can) leave it empty, and the kernel refuses it.
+func nftMessage(f family, typ uint16, flags netlink.HeaderFlags, attrs []netlink.Attribute) netlink.Message {
 	data, _ := netlink.MarshalAttributes(attrs)
 	return netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | typ), Flags: netlink.Request | netlink.Acknowledge | flags},
-		Data:   append(genHeader(unix.NFPROTO_IPV4, 0), data...),
+		Data:   append(genHeader(f.proto, 0), data...),
 	}
 }
 
@@ -151,29 +192,34 @@ func cstring(s string) []byte { return append([]byte(s), 0) }
 
 func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
-// Header offsets the expressions load from.
+// Transport header offsets the expressions load from.
 const (
-	offSaddr = 12 // in the IPv4 header
-	offDaddr = 16
 	offSport = 0 // in the TCP or UDP header
 	offDport = 2
 )
 
-// alternativeExprs turns one alternative of a filter into nftables rules:
-// nftables has no "or" inside a rule, so a term that is one (a host on
-// either side, a port of TCP or UDP) multiplies the rules.
-func alternativeExprs(alt []filter.Term) ([][]expr.Any, error) {
+// alternativeExprs turns one alternative of a filter into nftables rules
+// of family f: nftables has no "or" inside a rule, so a term that is one
+// (a host on either side, a port of TCP or UDP) multiplies the rules.
+func alternativeExprs(f family, alt []filter.Term) ([][]expr.Any, error) {
 	out := [][]expr.Any{{}}
 	for _, t := range alt {
-		if t.Op == filter.OpHost && t.Net.Addr().Is6() {
-			// The table sees IPv4 only: there an IPv6 host never matches,
-			// and its negation always does.
+		if t.Op == filter.OpHost && t.Net.Addr().Is6() != f.ipv6() {
+			// A family's table sees its own packets only: there a host of
+			// the other family never matches, and its negation always does.
 			if !t.Not {
 				return nil, nil
 			}
 			continue
 		}
-		choices, err := termExprs(t)
+		if t.Op == filter.OpHost && t.Net.Bits() == 0 {
+			// ip or ip6 in its own family's table: every packet there.
+			if t.Not {
+				return nil, nil
+			}
+			continue
+		}
+		choices, err := termExprs(f, t)
 		if err != nil {
 			return nil, err
 		}
@@ -188,13 +234,13 @@ func alternativeExprs(alt []filter.Term) ([][]expr.Any, error) {
 	return out, nil
 }
 
-// termExprs is a term as alternatives of expression lists.
-func termExprs(t filter.Term) ([][]expr.Any, error) {
+// termExprs is a term as alternatives of expression lists of family f.
+func termExprs(f family, t filter.Term) ([][]expr.Any, error) {
 	switch t.Op {
 	case filter.OpProto:
 		return [][]expr.Any{l4proto(t.Proto, !t.Not)}, nil
 	case filter.OpHost:
-		src, dst := addrExprs(offSaddr, t), addrExprs(offDaddr, t)
+		src, dst := addrExprs(f, f.saddr, t), addrExprs(f, f.daddr, t)
 		switch {
 		case t.Dir == filter.DirSrc:
 			return [][]expr.Any{src}, nil
@@ -241,15 +287,18 @@ func l4proto(proto uint8, match bool) []expr.Any {
 	}
 }
 
-func addrExprs(offset uint32, t filter.Term) []expr.Any {
+func addrExprs(f family, offset uint32, t filter.Term) []expr.Any {
 	// The words the BPF side loads, written back as they were read, are
 	// the network's bytes.
 	a, m, _ := t.Words()
-	addr := binary.LittleEndian.AppendUint32(nil, a[0])
-	mask := binary.LittleEndian.AppendUint32(nil, m[0])
-	out := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4}}
-	if t.Net.Bits() != 32 {
-		out = append(out, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)})
+	var addr, mask []byte
+	for i := range f.addrLen / 4 {
+		addr = binary.LittleEndian.AppendUint32(addr, a[i])
+		mask = binary.LittleEndian.AppendUint32(mask, m[i])
+	}
+	out := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: f.addrLen}}
+	if t.Net.Bits() != int(f.addrLen*8) {
+		out = append(out, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: f.addrLen, Mask: mask, Xor: make([]byte, f.addrLen)})
 	}
 	return append(out, &expr.Cmp{Op: cmpOp(!t.Not), Register: 1, Data: addr})
 }

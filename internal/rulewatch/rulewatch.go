@@ -81,7 +81,7 @@ func Start(targets []netns.Target, report func(error)) (*Watcher, []ruleset.Snap
 			continue
 		}
 		first = append(first, snaps[i])
-		w.follow(t, snaps[i].Text+snaps[i].Native)
+		w.follow(t, snaps[i].Text+snaps[i].Text6+snaps[i].Native)
 	}
 	return w, first, nil
 }
@@ -112,7 +112,7 @@ func (w *Watcher) Add(t netns.Target) {
 		case <-w.done:
 			return
 		}
-		w.follow(t, s.Text+s.Native)
+		w.follow(t, s.Text+s.Text6+s.Native)
 	}()
 }
 
@@ -133,31 +133,47 @@ func (w *Watcher) Close() {
 	w.wg.Wait()
 }
 
-// read runs iptables-save in a namespace: started from a thread inside it,
-// the process is born there.
+// read runs iptables-save and ip6tables-save (when the host has it) in a
+// namespace.
 func read(t netns.Target) (ruleset.Snapshot, error) {
 	at := kernel.MonotonicNow()
-	var out, stderr bytes.Buffer
-	cmd := exec.Command("iptables-save")
-	cmd.Stdout, cmd.Stderr = &out, &stderr
-	if err := netns.Do(t.Path, cmd.Run); err != nil {
-		return ruleset.Snapshot{}, fmt.Errorf("read the ruleset of %s: %w: %s", t.Name, err, strings.TrimSpace(stderr.String()))
-	}
-	text := normalize(out.String())
-	if strings.Contains(stderr.String(), legacyPresent) {
-		return ruleset.Snapshot{}, fmt.Errorf("%s has iptables-legacy rules beside iptables-nft ones: its rules are not named", t.Name)
-	}
-	native, err := readNative(t, text)
+	text, err := save(t, "iptables-save")
 	if err != nil {
 		return ruleset.Snapshot{}, err
 	}
-	return ruleset.NewSnapshot(t.Inode, at, text, native), nil
+	var text6 string
+	if _, err := exec.LookPath("ip6tables-save"); err == nil {
+		if text6, err = save(t, "ip6tables-save"); err != nil {
+			return ruleset.Snapshot{}, err
+		}
+	}
+	native, err := readNative(t, text, text6)
+	if err != nil {
+		return ruleset.Snapshot{}, err
+	}
+	return ruleset.NewSnapshot(t.Inode, at, text, text6, native), nil
+}
+
+// save runs program (iptables-save, ip6tables-save) in a namespace:
+// started from a thread inside it, the process is born there.
+func save(t netns.Target, program string) (string, error) {
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(program)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := netns.Do(t.Path, cmd.Run); err != nil {
+		return "", fmt.Errorf("read the ruleset of %s with %s: %w: %s", t.Name, program, err, strings.TrimSpace(stderr.String()))
+	}
+	if strings.Contains(stderr.String(), legacyPresent) {
+		return "", fmt.Errorf("%s has iptables-legacy rules beside iptables-nft ones (%s): its rules are not named", t.Name, program)
+	}
+	return normalize(out.String()), nil
 }
 
 // readNative reads a namespace's native nftables tables with nft, when the
 // host has it ("" otherwise): the tables of its listing that are neither
-// iptables-nft's (in iptables-save's text) nor nettrace's own (--rules).
-func readNative(t netns.Target, iptables string) (string, error) {
+// iptables-nft's (in the texts of iptables-save and ip6tables-save) nor
+// nettrace's own (--rules).
+func readNative(t netns.Target, iptables, ip6tables string) (string, error) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		return "", nil
 	}
@@ -167,17 +183,19 @@ func readNative(t netns.Target, iptables string) (string, error) {
 	if err := netns.Do(t.Path, cmd.Run); err != nil {
 		return "", fmt.Errorf("read the nftables ruleset of %s: %w: %s", t.Name, err, strings.TrimSpace(stderr.String()))
 	}
-	skip := map[string]bool{ruletrace.TableName: true}
-	for _, line := range strings.Split(iptables, "\n") {
-		if name, ok := strings.CutPrefix(line, "*"); ok {
-			skip[name] = true
+	skip := map[string]bool{"ip " + ruletrace.TableName: true, "ip6 " + ruletrace.TableName: true}
+	for family, text := range map[string]string{"ip": iptables, "ip6": ip6tables} {
+		for _, line := range strings.Split(text, "\n") {
+			if name, ok := strings.CutPrefix(line, "*"); ok {
+				skip[family+" "+name] = true
+			}
 		}
 	}
 	var b strings.Builder
 	keep := false
 	for _, line := range strings.SplitAfter(out.String(), "\n") {
 		if f := strings.Fields(line); len(f) >= 3 && f[0] == "table" {
-			keep = !(f[1] == "ip" && skip[f[2]])
+			keep = !skip[f[1]+" "+f[2]]
 		}
 		if keep {
 			b.WriteString(line)
@@ -189,10 +207,10 @@ func readNative(t netns.Target, iptables string) (string, error) {
 	return b.String(), nil
 }
 
-// legacyPresent is how iptables-nft-save says (on stderr) that
-// iptables-legacy tables exist too: the kernel runs both, and the text
-// holds only one.
-const legacyPresent = "iptables-legacy tables present"
+// legacyPresent is how iptables-nft-save (and ip6tables-nft-save) says on
+// stderr that legacy tables exist too ("iptables-legacy tables present"):
+// the kernel runs both, and the text holds only one.
+const legacyPresent = "-legacy tables present"
 
 // normalize drops the dates iptables-save writes around each table, so
 // that an unchanged ruleset reads the same (kube-proxy rewrites its rules
@@ -265,10 +283,10 @@ func (w *Watcher) follow(t netns.Target, text string) {
 					w.report(err)
 					continue
 				}
-				if s.Text+s.Native == last {
+				if s.Text+s.Text6+s.Native == last {
 					continue // rewritten unchanged
 				}
-				last = s.Text + s.Native
+				last = s.Text + s.Text6 + s.Native
 				select {
 				case w.changes <- s:
 				case <-w.done:

@@ -27,7 +27,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
 		for i := range p.Events {
 			e := &p.Events[i]
 			if e.Point == event.PointDrop && packetTuple(e).Dst == endpoint {
-				if r := n.ReasonName(e.Drop.Reason); r == "NEIGH_FAILED" || r == "IP_OUTNOROUTES" || r == "IP_INNOROUTES" {
+				if r := n.ReasonName(e.Drop.Reason); neighbourFailed(n, e) || r == "IP_OUTNOROUTES" || r == "IP_INNOROUTES" {
 					causes++
 					if cause == nil {
 						cause = e
@@ -50,12 +50,17 @@ func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
 		dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by)
 	if cause != nil {
 		reason := n.ReasonName(cause.Drop.Reason)
-		what := map[string]string{
-			"NEIGH_FAILED":   "neighbour resolution failed (no host answered ARP for it)",
-			"IP_OUTNOROUTES": "there is no route to it",
-			"IP_INNOROUTES":  "there is no route to it",
-		}[reason]
-		summary += fmt.Sprintf("%s on %s (%s, %d packets)", what, where(n, cause), reason, causes)
+		what := "there is no route to it"
+		if neighbourFailed(n, cause) {
+			what = "neighbour resolution failed (no host answered ARP for it)"
+			if endpoint.Is6() {
+				what = "neighbour resolution failed (no host answered neighbour discovery for it)"
+			}
+			if reason != "NEIGH_FAILED" {
+				reason = "freed by " + n.SymbolName(cause.Drop.Location) + " without a reason"
+			}
+		}
+		summary += fmt.Sprintf("%s on %s (%s, %s)", what, where(n, cause), reason, plural(causes, "packet"))
 		fd.Evidence = append(fd.Evidence, evidence(n, cause, "packet to %s dropped on %s: %s", endpoint, where(n, cause), reason))
 	} else {
 		summary += fmt.Sprintf("nothing came back after %d SYNs, last seen on %s", syns, where(n, last))

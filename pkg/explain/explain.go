@@ -15,6 +15,8 @@ import (
 type Names interface {
 	NetnsName(ino uint32) string
 	ReasonName(r uint32) string
+	// SymbolName names a kernel address ("neigh_invalidate+0x7e").
+	SymbolName(addr uint64) string
 }
 
 // Finding is one explanation of a flow.

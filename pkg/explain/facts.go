@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -94,6 +95,30 @@ func find(f *flow.Flow, match func(p *flow.Packet, e *event.Event) bool) (*flow.
 
 func dropped(n Names, e *event.Event, reason string) bool {
 	return e.Point == event.PointDrop && n.ReasonName(e.Drop.Reason) == reason
+}
+
+// neighbourFailed says whether a drop is a failed neighbour resolution:
+// NEIGH_FAILED for ARP; IPv6's neighbour discovery gives no reason
+// (ndisc_error_report frees the packets a failed entry held with a plain
+// kfree_skb, a tail call that leaves neigh_invalidate as the location, on
+// 6.1 as on 6.18), so there the place says it.
+func neighbourFailed(n Names, e *event.Event) bool {
+	switch n.ReasonName(e.Drop.Reason) {
+	case "NEIGH_FAILED":
+		return true
+	case "NOT_SPECIFIED":
+		at := n.SymbolName(e.Drop.Location)
+		return strings.HasPrefix(at, "neigh_invalidate+") || strings.HasPrefix(at, "ndisc_error_report+")
+	}
+	return false
+}
+
+// plural is "1 packet", "2 packets".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // where renders netns/dev of an event.

@@ -111,10 +111,11 @@ func confirmNAT(rs *ruleset.Ruleset, walked *ruleset.Attribution, hook string, s
 	return tr, SourceTraced
 }
 
-// rulesetAt is the ruleset of the event's namespace when it happened.
+// rulesetAt is the ruleset of the event's namespace when it happened, in
+// the family of its packet.
 func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
 	if rs, ok := n.(Rulesets); ok {
-		return rs.Ruleset(e.Netns, e.Time)
+		return rs.Ruleset(e.Netns, e.Time).Of(e)
 	}
 	return nil
 }

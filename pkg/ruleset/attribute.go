@@ -127,9 +127,8 @@ func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
 
 func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, never ...*Rule) *Attribution {
 	t := rs.Tables[table]
-	// The snapshot's rules are IPv4 ones (iptables-save, ip tables):
-	// ip6tables' are another ruleset, not read yet.
-	if t == nil || p.Src.Is6() || p.Dst.Is6() {
+	// iptables' rules never see an IPv6 packet, nor ip6tables' an IPv4 one.
+	if t == nil || p.Src.Is6() != rs.ipv6 || p.Dst.Is6() != rs.ipv6 {
 		return nil
 	}
 	start := t.Chains[hook]
@@ -229,7 +228,15 @@ func (v verdict) yields(pre, post Packet) bool {
 // ("a[-b][:p[-q]]") chooses; without ports, port stays unchanged.
 func inRange(arg string, addr netip.Addr, port, unchanged uint16) bool {
 	addrs, ports, hasPorts := arg, "", false
-	if i := strings.LastIndexByte(arg, ':'); i >= 0 && !strings.Contains(arg[:i], ":") {
+	switch {
+	case strings.HasPrefix(arg, "["):
+		// ip6tables' "[a]:p" and "[a]-[b]:p-q".
+		if i := strings.LastIndex(arg, "]:"); i >= 0 {
+			addrs, ports, hasPorts = arg[:i+1], arg[i+2:], true
+		}
+		addrs = strings.NewReplacer("[", "", "]", "").Replace(addrs)
+	case strings.Count(arg, ":") == 1:
+		i := strings.IndexByte(arg, ':')
 		addrs, ports, hasPorts = arg[:i], arg[i+1:], true
 	}
 	lo, hi, isRange := strings.Cut(addrs, "-")

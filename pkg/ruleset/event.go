@@ -16,12 +16,26 @@ func HookPacket(e *event.Event, t event.Tuple) Packet {
 	return p
 }
 
+// Of is the ruleset of the event's packet's family, from a namespace's
+// iptables ruleset: the ip6tables one for an IPv6 packet; nil when not
+// read. A ruleset of the packet's family is its own.
+func (rs *Ruleset) Of(e *event.Event) *Ruleset {
+	switch {
+	case rs == nil || rs.ipv6 == e.Tuple.Src.Is6():
+		return rs
+	case rs.ipv6:
+		return nil
+	}
+	return rs.IPv6
+}
+
 // NATOf attributes a nat event (with the tuple before its NAT) to its
 // rule, the packet's mark being known as mark (what the hooks before set);
 // nil when the event or the ruleset cannot say. Only a connection's first
 // packet crosses the nat table: conntrack translates the others (replies,
 // retransmits) by the entry alone, which is confirmed by then.
 func (rs *Ruleset) NATOf(e *event.Event, mark Mark) *Attribution {
+	rs = rs.Of(e)
 	if rs == nil || !CrossesNAT(e) {
 		return nil
 	}

@@ -1,27 +1,37 @@
 package ruleset
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 )
 
-// Snapshot is a namespace's ruleset as iptables-save printed it at a
-// kernel time (CLOCK_MONOTONIC nanoseconds, the events' clock), with its
-// native nftables rules as `nft -a -s list ruleset` did.
+// Snapshot is a namespace's ruleset as iptables-save and ip6tables-save
+// printed it at a kernel time (CLOCK_MONOTONIC nanoseconds, the events'
+// clock), with its native nftables rules as `nft -a -s list ruleset` did.
 type Snapshot struct {
 	Netns   uint32
 	Time    uint64
 	Text    string
+	Text6   string   // ip6tables-save's; "" when not read
 	Native  string   // "" when not read (no nft on the host)
-	Ruleset *Ruleset // nil when Text does not parse
-	Err     error    // why it does not
+	Ruleset *Ruleset // nil when Text does not parse; its IPv6 from Text6
+	Err     error    // why a text does not parse
 }
 
-// NewSnapshot parses the texts into a snapshot; an iptables text that
-// does not parse is kept with its error, so that a recording still
-// carries it.
-func NewSnapshot(netns uint32, time uint64, text, native string) Snapshot {
+// NewSnapshot parses the texts into a snapshot; a text that does not parse
+// is kept with its error, so that a recording still carries it.
+func NewSnapshot(netns uint32, time uint64, text, text6, native string) Snapshot {
 	rs, err := Parse(text)
+	if rs != nil && text6 != "" {
+		rs6, err6 := Parse(text6)
+		if err6 != nil {
+			err = fmt.Errorf("ip6tables-save text: %w", err6)
+		} else {
+			rs6.ipv6 = true
+			rs.IPv6 = rs6
+		}
+	}
 	if rs != nil && native != "" {
 		// iptables-nft's tables are in both listings: iptables-save's text
 		// names their rules.
@@ -30,7 +40,7 @@ func NewSnapshot(netns uint32, time uint64, text, native string) Snapshot {
 			rs.Tables[name] = t
 		}
 	}
-	return Snapshot{Netns: netns, Time: time, Text: text, Native: native, Ruleset: rs, Err: err}
+	return Snapshot{Netns: netns, Time: time, Text: text, Text6: text6, Native: native, Ruleset: rs, Err: err}
 }
 
 // History is the rulesets of namespaces over a run: what was in force

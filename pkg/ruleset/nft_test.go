@@ -86,7 +86,7 @@ func loadWithNative(t *testing.T, name string) *Ruleset {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSnapshot(1, 0, string(text), string(native))
+	s := NewSnapshot(1, 0, string(text), "", string(native))
 	if s.Err != nil {
 		t.Fatal(s.Err)
 	}

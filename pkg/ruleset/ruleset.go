@@ -26,6 +26,10 @@ type Ruleset struct {
 	// Native are the namespace's native nftables rules, which traced rules
 	// of tables iptables does not show are named from; nil when not read.
 	Native *Native
+	// IPv6 is the namespace's ip6tables ruleset, beside this iptables one;
+	// nil when not read.
+	IPv6 *Ruleset
+	ipv6 bool // this is an ip6tables ruleset
 }
 
 // Table is one iptables table (nat, filter, mangle, raw, security).

@@ -35,8 +35,9 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // word; version 1 records decode with it zero, so both are read. Version 3
 // added ruleset records, version 4 rule trace records, version 5 IPv6
 // addresses (an event record with event.FlagIPv6 carries them after its
-// fixed part; IPv4 events are recorded as before).
-const Version = 5
+// fixed part; IPv4 events are recorded as before), version 6 ip6tables
+// rulesets in ruleset records.
+const Version = 6
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1

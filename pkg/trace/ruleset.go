@@ -13,10 +13,11 @@ import (
 )
 
 // A ruleset record is the namespace inode (u32le), the kernel time the
-// ruleset was read (u64le), the length of the deflated iptables-save text
-// (u32le), that text deflated (rulesets of large clusters run to megabytes
-// of very repetitive text), and the native nftables tables deflated.
-// Version 3 records hold the iptables-save text alone, after the time.
+// ruleset was read (u64le), then three texts deflated (rulesets of large
+// clusters run to megabytes of very repetitive text), each but the last
+// after its deflated length (u32le): iptables-save's, the native nftables
+// tables, ip6tables-save's. Version 3 records hold the iptables-save text
+// alone, after the time; versions 4 and 5 the first two.
 
 // maxRulesetText bounds a ruleset's inflated text.
 const maxRulesetText = 256 << 20
@@ -25,12 +26,15 @@ func encodeRuleset(s ruleset.Snapshot) ([]byte, error) {
 	var b bytes.Buffer
 	b.Write(binary.LittleEndian.AppendUint32(nil, s.Netns))
 	b.Write(binary.LittleEndian.AppendUint64(nil, s.Time))
-	b.Write(make([]byte, 4))
-	if err := deflate(&b, s.Text); err != nil {
-		return nil, err
+	for _, text := range []string{s.Text, s.Native} {
+		at := b.Len()
+		b.Write(make([]byte, 4))
+		if err := deflate(&b, text); err != nil {
+			return nil, err
+		}
+		binary.LittleEndian.PutUint32(b.Bytes()[at:], uint32(b.Len()-at-4))
 	}
-	binary.LittleEndian.PutUint32(b.Bytes()[12:], uint32(b.Len()-16))
-	if err := deflate(&b, s.Native); err != nil {
+	if err := deflate(&b, s.Text6); err != nil {
 		return nil, err
 	}
 	if b.Len() > maxRulesetRecord {
@@ -66,26 +70,32 @@ func decodeRuleset(p []byte, version uint16) (ruleset.Snapshot, error) {
 		return ruleset.Snapshot{}, errors.New("too short")
 	}
 	netns, at := binary.LittleEndian.Uint32(p), binary.LittleEndian.Uint64(p[4:])
-	if version < 4 {
-		text, err := inflate(p[12:])
+	// The texts a record of this version holds, in order.
+	texts := 3
+	switch {
+	case version < 4:
+		texts = 1
+	case version < 6:
+		texts = 2
+	}
+	var out [3]string
+	rest := p[12:]
+	for i := range texts {
+		section := rest
+		if i < texts-1 {
+			if len(rest) < 4 || uint64(binary.LittleEndian.Uint32(rest)) > uint64(len(rest)-4) {
+				return ruleset.Snapshot{}, fmt.Errorf("ruleset text %d overruns the record", i+1)
+			}
+			n := 4 + int(binary.LittleEndian.Uint32(rest))
+			section, rest = rest[4:n], rest[n:]
+		}
+		text, err := inflate(section)
 		if err != nil {
 			return ruleset.Snapshot{}, err
 		}
-		return ruleset.NewSnapshot(netns, at, text, ""), nil
+		out[i] = text
 	}
-	if len(p) < 16 || uint64(binary.LittleEndian.Uint32(p[12:])) > uint64(len(p)-16) {
-		return ruleset.Snapshot{}, errors.New("iptables text overruns the record")
-	}
-	split := 16 + int(binary.LittleEndian.Uint32(p[12:]))
-	text, err := inflate(p[16:split])
-	if err != nil {
-		return ruleset.Snapshot{}, err
-	}
-	native, err := inflate(p[split:])
-	if err != nil {
-		return ruleset.Snapshot{}, err
-	}
-	return ruleset.NewSnapshot(netns, at, text, native), nil
+	return ruleset.NewSnapshot(netns, at, out[0], out[2], out[1]), nil
 }
 
 // A rule trace record is one step of nftables tracing (ruleset.Trace):

@@ -16,9 +16,9 @@ func natRules(masquerade string) string {
 	return "*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -s 10.244.0.0/16 -j " + masquerade + "\nCOMMIT\n"
 }
 
-// TestRulesetsReplayAsTheyStood: a recording carries each namespace's
-// ruleset and its changes; replay finds the one in force at a time, in one
-// recording and across several.
+// ip6NatRules is an ip6tables ruleset.
+const ip6NatRules = "*nat\n:POSTROUTING ACCEPT [0:0]\n-A POSTROUTING -d fd00:96::10/128 -p tcp -j DNAT --to-destination [fd00:10:244:2::10]:8080\nCOMMIT\n"
+
 // nativeKubeProxy is part of kube-proxy's nftables table as nft -a -s
 // lists it.
 const nativeKubeProxy = `table ip kube-proxy { # handle 5
@@ -30,6 +30,10 @@ const nativeKubeProxy = `table ip kube-proxy { # handle 5
 }
 `
 
+// TestRulesetsReplayAsTheyStood: a recording carries each namespace's
+// rulesets (iptables', ip6tables' and native tables) and their changes;
+// replay finds the one in force at a time, in one recording and across
+// several.
 func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.ntrace")
 	meta := Meta{Nettrace: "test", WallNS: 1_000_000_000_000, MonoNS: 1_000}
@@ -39,9 +43,9 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	}
 	big := natRules("MASQUERADE") + strings.Repeat("# a large cluster's ruleset\n", 200_000)
 	for _, s := range []ruleset.Snapshot{
-		ruleset.NewSnapshot(1, 1_000, natRules("MASQUERADE"), ""),
-		ruleset.NewSnapshot(1, 5_000, natRules("RETURN"), nativeKubeProxy),
-		ruleset.NewSnapshot(2, 1_000, big, ""),
+		ruleset.NewSnapshot(1, 1_000, natRules("MASQUERADE"), "", ""),
+		ruleset.NewSnapshot(1, 5_000, natRules("RETURN"), ip6NatRules, nativeKubeProxy),
+		ruleset.NewSnapshot(2, 1_000, big, "", ""),
 	} {
 		if err := w.Ruleset(s); err != nil {
 			t.Fatal(err)
@@ -79,6 +83,12 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	}
 	if got := r.RuleTraces.Pass(1, "POSTROUTING", step.Packet, 5_500); len(got) != 1 || got[0] != step {
 		t.Errorf("rule trace read back: %+v, want %+v", got, step)
+	}
+	if got := target(r.Rulesets.At(1, 5_000).IPv6); got != "DNAT" {
+		t.Errorf("ip6tables ruleset read back: %s, want its DNAT", got)
+	}
+	if got := target(r.Rulesets.At(1, 1_000).IPv6); got != "none" {
+		t.Errorf("ip6tables ruleset where none was read: %s", got)
 	}
 	if rule := r.Rulesets.At(1, 5_000).Native.Rule("kube-proxy", "masquerading", 9); rule == nil || rule.Position != 2 || rule.Target != "MASQUERADE" {
 		t.Errorf("native rule read back: %+v", rule)

@@ -3,6 +3,7 @@ package trace
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -150,7 +151,7 @@ func TestBadInput(t *testing.T) {
 		{"random bytes", []byte("\x13\x37 definitely not a trace file"), "offset 0: not a nettrace recording"},
 		{"tcpdump pcap", pcap, "offset 0: this is a pcap capture (tcpdump?)"},
 		{"pcapng", pcapng, "this is a pcapng capture"},
-		{"newer version", newer, "offset 8: format version 6 is newer than this nettrace reads (5)"},
+		{"newer version", newer, fmt.Sprintf("offset 8: format version %d is newer than this nettrace reads (%d)", Version+1, Version)},
 		{"corrupt record", flipped, "checksum mismatch"},
 		{"header only", valid[:headerSize], "ends inside a record"},
 	}

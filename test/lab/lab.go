@@ -48,19 +48,24 @@ const (
 )
 
 type node struct {
-	ns, ip, podCIDR, vtepAddr, vtepMAC, bridgeIP string
+	ns     string
+	v4, v6 nodeAddrs
 }
 
 var nodes = []node{
-	{NsNode1, Node1IP, "10.244.1.0/24", "10.244.1.0", "02:00:0a:f4:01:00", "10.244.1.1"},
-	{NsNode2, Node2IP, "10.244.2.0/24", "10.244.2.0", "02:00:0a:f4:02:00", "10.244.2.1"},
+	{NsNode1, nodeAddrs{Node1IP, "10.244.1.0/24", "10.244.1.0", "02:00:0a:f4:01:00", "10.244.1.1"},
+		nodeAddrs{IPv6.Node1, "fd00:10:244:1::/64", IPv6.VTEP1, "02:00:0a:f4:61:00", IPv6.Bridge1}},
+	{NsNode2, nodeAddrs{Node2IP, "10.244.2.0/24", "10.244.2.0", "02:00:0a:f4:02:00", "10.244.2.1"},
+		nodeAddrs{IPv6.Node2, "fd00:10:244:2::/64", "fd00:10:244:2::", "02:00:0a:f4:62:00", "fd00:10:244:2::1"}},
 }
 
-// Pod is a pod: its own namespace behind a veth on its node's cni0.
+// Pod is a pod: its own namespace behind a veth on its node's cni0, with
+// an address of each family.
 type Pod struct {
 	Name string
 	Node int // 1 or 2
 	IP   string
+	IP6  string
 }
 
 // Namespace is the pod's namespace name.
@@ -99,47 +104,71 @@ func sysctl(ns, key, value string) []string {
 	return []string{"ip", "netns", "exec", ns, "sysctl", "-qw", key + "=" + value}
 }
 
-// cluster builds the underlay and both nodes with their overlay.
+// newNetns creates a namespace with IPv6 duplicate address detection off:
+// the lab's addresses are unique by construction, and a tentative address
+// would hold its first packets for a second.
+func newNetns(ns string) [][]string {
+	return [][]string{
+		{"ip", "netns", "add", ns},
+		sysctl(ns, "net.ipv6.conf.all.accept_dad", "0"),
+		sysctl(ns, "net.ipv6.conf.default.accept_dad", "0"),
+		ipn(ns, "link", "set", "lo", "up"),
+	}
+}
+
+// cluster builds the underlay and both nodes with their overlay, in both
+// families: flannel's dual-stack layout, one vxlan device per family over
+// an underlay of the same family.
 func cluster() [][]string {
-	cmds := [][]string{
-		{"ip", "netns", "add", NsUnderlay},
-		ipn(NsUnderlay, "link", "set", "lo", "up"),
+	cmds := newNetns(NsUnderlay)
+	cmds = append(cmds,
 		ipn(NsUnderlay, "link", "add", "br0", "type", "bridge"),
 		ipn(NsUnderlay, "addr", "add", RouterIP+"/24", "dev", "br0"),
+		ipn(NsUnderlay, "addr", "add", IPv6.Router+"/64", "dev", "br0"),
 		ipn(NsUnderlay, "link", "set", "br0", "up"),
 		sysctl(NsUnderlay, "net.ipv4.ip_forward", "1"),
-	}
+		sysctl(NsUnderlay, "net.ipv6.conf.all.forwarding", "1"),
+	)
 	for i, n := range nodes {
 		port := fmt.Sprintf("ul-n%d", i+1)
+		cmds = append(cmds, newNetns(n.ns)...)
 		cmds = append(cmds,
-			[]string{"ip", "netns", "add", n.ns},
-			ipn(n.ns, "link", "set", "lo", "up"),
 			[]string{"ip", "link", "add", "eth0", "netns", n.ns, "type", "veth", "peer", "name", port, "netns", NsUnderlay},
 			ipn(NsUnderlay, "link", "set", port, "master", "br0", "up"),
-			ipn(n.ns, "addr", "add", n.ip+"/24", "dev", "eth0"),
+			ipn(n.ns, "addr", "add", n.v4.ip+"/24", "dev", "eth0"),
+			ipn(n.ns, "addr", "add", n.v6.ip+"/64", "dev", "eth0"),
 			ipn(n.ns, "link", "set", "eth0", "up"),
 			ipn(n.ns, "route", "add", "default", "via", RouterIP),
+			ipn(n.ns, "-6", "route", "add", "default", "via", IPv6.Router),
 			sysctl(n.ns, "net.ipv4.ip_forward", "1"),
-			ipn(n.ns, "link", "add", "flannel.1", "type", "vxlan", "id", strconv.Itoa(VNI), "local", n.ip,
-				"dev", "eth0", "dstport", strconv.Itoa(VXLANPort), "nolearning"),
-			ipn(n.ns, "link", "set", "flannel.1", "address", n.vtepMAC),
-			ipn(n.ns, "addr", "add", n.vtepAddr+"/32", "dev", "flannel.1"),
-			ipn(n.ns, "link", "set", "flannel.1", "up"),
-			// The querier makes the bridge send IGMP queries, as a busy
-			// node's bridges do.
+			sysctl(n.ns, "net.ipv6.conf.all.forwarding", "1"),
+			// The querier makes the bridge send IGMP and MLD queries, as a
+			// busy node's bridges do.
 			ipn(n.ns, "link", "add", "cni0", "type", "bridge", "mcast_querier", "1"),
-			ipn(n.ns, "addr", "add", n.bridgeIP+"/24", "dev", "cni0"),
+			ipn(n.ns, "addr", "add", n.v4.bridgeIP+"/24", "dev", "cni0"),
+			ipn(n.ns, "addr", "add", n.v6.bridgeIP+"/"+prefixLen(n.v6.podCIDR), "dev", "cni0"),
 			ipn(n.ns, "link", "set", "cni0", "up"),
 		)
-		for j, peer := range nodes {
-			if j == i {
-				continue
-			}
+		for _, f := range []Family{IPv4, IPv6} {
+			a := n.addrs(f)
 			cmds = append(cmds,
-				ipn(n.ns, "route", "add", peer.podCIDR, "via", peer.vtepAddr, "dev", "flannel.1", "onlink"),
-				ipn(n.ns, "neigh", "add", peer.vtepAddr, "lladdr", peer.vtepMAC, "dev", "flannel.1", "nud", "permanent"),
-				[]string{"bridge", "-n", n.ns, "fdb", "append", peer.vtepMAC, "dev", "flannel.1", "dst", peer.ip},
+				ipn(n.ns, "link", "add", f.Tunnel, "type", "vxlan", "id", strconv.Itoa(VNI), "local", a.ip,
+					"dev", "eth0", "dstport", strconv.Itoa(VXLANPort), "nolearning"),
+				ipn(n.ns, "link", "set", f.Tunnel, "address", a.vtepMAC),
+				ipn(n.ns, "addr", "add", f.host(a.vtepAddr), "dev", f.Tunnel),
+				ipn(n.ns, "link", "set", f.Tunnel, "up"),
 			)
+			for j, peer := range nodes {
+				if j == i {
+					continue
+				}
+				pa := peer.addrs(f)
+				cmds = append(cmds,
+					ipn(n.ns, "route", "add", pa.podCIDR, "via", pa.vtepAddr, "dev", f.Tunnel, "onlink"),
+					ipn(n.ns, "neigh", "add", pa.vtepAddr, "lladdr", pa.vtepMAC, "dev", f.Tunnel, "nud", "permanent"),
+					[]string{"bridge", "-n", n.ns, "fdb", "append", pa.vtepMAC, "dev", f.Tunnel, "dst", pa.ip},
+				)
+			}
 		}
 	}
 	return cmds
@@ -148,23 +177,24 @@ func cluster() [][]string {
 func podCmds(p Pod) [][]string {
 	n := nodes[p.Node-1]
 	host := "veth-" + p.Name
-	return [][]string{
-		{"ip", "netns", "add", p.Namespace()},
-		ipn(p.Namespace(), "link", "set", "lo", "up"),
-		{"ip", "link", "add", "eth0", "netns", p.Namespace(), "type", "veth", "peer", "name", host, "netns", n.ns},
+	cmds := newNetns(p.Namespace())
+	return append(cmds,
+		[]string{"ip", "link", "add", "eth0", "netns", p.Namespace(), "type", "veth", "peer", "name", host, "netns", n.ns},
 		ipn(n.ns, "link", "set", host, "master", "cni0", "up"),
 		ipn(p.Namespace(), "addr", "add", p.IP+"/24", "dev", "eth0"),
+		ipn(p.Namespace(), "addr", "add", p.IP6+"/"+prefixLen(n.v6.podCIDR), "dev", "eth0"),
 		ipn(p.Namespace(), "link", "set", "eth0", "up"),
-		ipn(p.Namespace(), "route", "add", "default", "via", n.bridgeIP),
-	}
+		ipn(p.Namespace(), "route", "add", "default", "via", n.v4.bridgeIP),
+		ipn(p.Namespace(), "-6", "route", "add", "default", "via", n.v6.bridgeIP),
+	)
 }
 
-func iptablesRestore(ns, rules string) error {
-	cmd := exec.Command("ip", "netns", "exec", ns, "iptables-restore")
+func iptablesRestore(f Family, ns, rules string) error {
+	cmd := exec.Command("ip", "netns", "exec", ns, f.restore())
 	cmd.Stdin = strings.NewReader(rules)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("iptables-restore in %s: %w: %s", ns, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s in %s: %w: %s", f.restore(), ns, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -194,9 +224,12 @@ func Up(name, labBin string) (*Scenario, error) {
 	if err := runAll(cmds); err != nil {
 		return fail(err)
 	}
-	for _, ns := range sortedKeys(sc.Rules) {
-		if err := iptablesRestore(ns, sc.Rules[ns]); err != nil {
-			return fail(err)
+	for _, f := range []Family{IPv4, IPv6} {
+		rules := sc.rules(f)
+		for _, ns := range sortedKeys(rules) {
+			if err := iptablesRestore(f, ns, rules[ns]); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	for _, ns := range sortedKeys(sc.Nft) {
@@ -205,7 +238,7 @@ func Up(name, labBin string) (*Scenario, error) {
 		}
 	}
 	for _, s := range sc.Servers {
-		if err := startServer(labBin, sc.pod(s.Pod), s); err != nil {
+		if err := startServer(labBin, sc.pod(s.Pod), s, sc.Family); err != nil {
 			return fail(err)
 		}
 	}
@@ -221,13 +254,13 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// startServer runs `ntlab serve` in the pod, detached, and waits until it
-// listens.
-func startServer(labBin string, p Pod, s Server) error {
+// startServer runs `ntlab serve` on the pod's address of family f,
+// detached, and waits until it listens.
+func startServer(labBin string, p Pod, s Server, f Family) error {
 	if err := os.MkdirAll(StateDir, 0o755); err != nil {
 		return err
 	}
-	addr := fmt.Sprintf("%s:%d", p.IP, s.Port)
+	addr := f.HostPort(p.addr(f), s.Port)
 	ready := filepath.Join(StateDir, fmt.Sprintf("%s-%d.ready", p.Name, s.Port))
 	os.Remove(ready)
 	args := []string{"netns", "exec", p.Namespace(), labBin, "serve", "--addr", addr, "--name", p.Name,

@@ -111,7 +111,7 @@ func nftRestore(ns, script string) error {
 // natBase is node 1's iptables nat table in kube-proxy's nftables mode:
 // flannel's rules alone (kube-proxy writes none there).
 func natBase(podCIDR string) string {
-	var t natTable
+	t := natTable{f: IPv4}
 	flannel(&t, podCIDR, "")
 	return t.String()
 }
@@ -121,10 +121,10 @@ func natBase(podCIDR string) string {
 var noiseService = nftService{name: "noise", clusterIP: NoiseServiceIP, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{Pod2IP, fmt.Sprint(NoiseEndpointPort)}}}
 
 // 3 in nftables mode: node 1 runs kube-proxy's nftables mode.
-func servicePathsNft(bool) *Scenario {
-	sc := servicePaths(true)
+func servicePathsNft(bool, Family) *Scenario {
+	sc := servicePaths(true, IPv4)
 	sc.Description += " (kube-proxy in nftables mode)"
-	sc.Rules[NsNode1] = natBase(nodes[0].podCIDR)
+	sc.Rules[NsNode1] = natBase(nodes[0].v4.podCIDR)
 	sc.Nft = map[string]string{NsNode1: nftProxy{services: []nftService{noiseService,
 		{name: "paths", clusterIP: PathsServiceIP, port: "80", masqOffCluster: true, endpoints: []endpoint{{Pod1IP, "8080"}, {Pod2IP, "8080"}}}}}.String()}
 	return sc
@@ -132,10 +132,10 @@ func servicePathsNft(bool) *Scenario {
 
 // 5 in nftables mode: externalTrafficPolicy: Local sends the load
 // balancer's traffic to the local ingress pod unmarked.
-func hairpinNft(healthy bool) *Scenario {
-	sc := hairpin(healthy)
+func hairpinNft(healthy bool, _ Family) *Scenario {
+	sc := hairpin(healthy, IPv4)
 	sc.Description += " (kube-proxy in nftables mode)"
-	sc.Rules[NsNode1] = natBase(nodes[0].podCIDR)
+	sc.Rules[NsNode1] = natBase(nodes[0].v4.podCIDR)
 	sc.Nft = map[string]string{NsNode1: nftProxy{services: []nftService{noiseService,
 		{name: "ingress", clusterIP: "10.96.0.40", port: "443", endpoints: []endpoint{{IngressPodIP, "443"}}, external: LoadBalancerIP, local: !healthy}}}.String()}
 	return sc

@@ -37,7 +37,7 @@ const (
 	noiseBroadcast = "10.244.1.255:9999"
 )
 
-var noisePod = Pod{"q1", 1, NoisePodIP}
+var noisePod = Pod{"q1", 1, NoisePodIP, IPv6.NoisePod}
 
 // NoiseConfig bounds the background traffic.
 type NoiseConfig struct {
@@ -100,7 +100,7 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 	for _, addr := range []struct {
 		pod  Pod
 		port int
-	}{{Pod{"p1", 1, Pod1IP}, NoisePort}, {Pod{"p2", 2, Pod2IP}, NoisePort}, {Pod{"p2", 2, Pod2IP}, NoiseEndpointPort}} {
+	}{{basePods[0], NoisePort}, {basePods[1], NoisePort}, {basePods[1], NoiseEndpointPort}} {
 		ln, err := listenIn(addr.pod.Namespace(), fmt.Sprintf("%s:%d", addr.pod.IP, addr.port))
 		if err != nil {
 			return NoiseReport{}, err

@@ -7,9 +7,11 @@ import (
 	"strings"
 )
 
-// natTable accumulates an iptables-restore nat table: chain declarations
-// first, then rules, as iptables-save prints them.
+// natTable accumulates an iptables-restore (or ip6tables-restore) nat
+// table of one family: chain declarations first, then rules, as
+// iptables-save prints them.
 type natTable struct {
+	f      Family
 	chains []string
 	rules  []string
 }
@@ -54,7 +56,7 @@ func kubeProxyBase(t *natTable) {
 	t.add(`-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN`)
 	t.add(`-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0`)
 	t.add(`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	service{name: "noise", clusterIP: NoiseServiceIP, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{Pod2IP, fmt.Sprint(NoiseEndpointPort)}}}.write(t)
+	service{name: "noise", clusterIP: t.f.NoiseService, port: fmt.Sprint(NoisePort), endpoints: []endpoint{{t.f.Pod2, fmt.Sprint(NoiseEndpointPort)}}}.write(t)
 }
 
 // kubeProxyNodePorts must be the last rule of KUBE-SERVICES.
@@ -66,13 +68,14 @@ func kubeProxyNodePorts(t *natTable) {
 // staleRETURN is the rule a flanneld killed without cleanup left behind for
 // another node's subnet, before the MASQUERADE that SNATs node traffic to pods.
 func flannel(t *natTable, podCIDR, staleRETURN string) {
-	t.add(`-A POSTROUTING -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, ClusterCIDR, ClusterCIDR)
-	t.add(`-A POSTROUTING -s %s ! -d 224.0.0.0/4 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, ClusterCIDR)
+	cidr := t.f.ClusterCIDR
+	t.add(`-A POSTROUTING -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, cidr, cidr)
+	t.add(`-A POSTROUTING -s %s ! -d %s -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, cidr, t.f.Multicast)
 	if staleRETURN != "" {
-		t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, ClusterCIDR, staleRETURN)
+		t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, cidr, staleRETURN)
 	}
-	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, ClusterCIDR, podCIDR)
-	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, ClusterCIDR, ClusterCIDR)
+	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, cidr, podCIDR)
+	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, cidr, cidr)
 }
 
 type endpoint struct{ ip, port string }
@@ -93,20 +96,20 @@ func (s service) write(t *natTable) {
 	svc := s.svcChain()
 	t.chain(svc)
 	comment := fmt.Sprintf(`"default/%s cluster IP"`, s.name)
-	t.add(`-A KUBE-SERVICES -d %s/32 -p tcp -m comment --comment %s -m tcp --dport %s -j %s`, s.clusterIP, comment, s.port, svc)
+	t.add(`-A KUBE-SERVICES -d %s -p tcp -m comment --comment %s -m tcp --dport %s -j %s`, t.f.host(s.clusterIP), comment, s.port, svc)
 	if s.masqOffCluster {
-		t.add(`-A %s ! -s %s -d %s/32 -p tcp -m comment --comment %s -m tcp --dport %s -j KUBE-MARK-MASQ`, svc, ClusterCIDR, s.clusterIP, comment, s.port)
+		t.add(`-A %s ! -s %s -d %s -p tcp -m comment --comment %s -m tcp --dport %s -j KUBE-MARK-MASQ`, svc, t.f.ClusterCIDR, t.f.host(s.clusterIP), comment, s.port)
 	}
 	for i, ep := range s.endpoints {
 		sep := chainHash("KUBE-SEP-", s.name+ep.ip)
 		t.chain(sep)
-		to := ep.ip + ":" + ep.port
+		to := t.f.HostPort(ep.ip, ep.port)
 		if left := len(s.endpoints) - i; left > 1 {
 			t.add(`-A %s -m comment --comment "default/%s -> %s" -m statistic --mode random --probability %.11f -j %s`, svc, s.name, to, 1/float64(left), sep)
 		} else {
 			t.add(`-A %s -m comment --comment "default/%s -> %s" -j %s`, svc, s.name, to, sep)
 		}
-		t.add(`-A %s -s %s/32 -m comment --comment "default/%s" -j KUBE-MARK-MASQ`, sep, ep.ip, s.name)
+		t.add(`-A %s -s %s -m comment --comment "default/%s" -j KUBE-MARK-MASQ`, sep, t.f.host(ep.ip), s.name)
 		t.add(`-A %s -p tcp -m comment --comment "default/%s" -m tcp -j DNAT --to-destination %s`, sep, s.name, to)
 	}
 }
@@ -117,9 +120,9 @@ func hostPort(t *natTable, containerID, hostPortNum, podIP, podPort string) {
 	chain := "CNI-DN-" + fmt.Sprintf("%x", sha256.Sum256([]byte(containerID)))[:21]
 	t.chain(chain)
 	t.add(`-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \"cbr0\" id: \"%s\"" -m multiport --dports %s -j %s`, containerID, hostPortNum, chain)
-	t.add(`-A %s -s 10.244.1.0/24 -p tcp -m tcp --dport %s -j CNI-HOSTPORT-SETMARK`, chain, hostPortNum)
-	t.add(`-A %s -s 127.0.0.1/32 -p tcp -m tcp --dport %s -j CNI-HOSTPORT-SETMARK`, chain, hostPortNum)
-	t.add(`-A %s -p tcp -m tcp --dport %s -j DNAT --to-destination %s:%s`, chain, hostPortNum, podIP, podPort)
+	t.add(`-A %s -s %s -p tcp -m tcp --dport %s -j CNI-HOSTPORT-SETMARK`, chain, nodes[0].addrs(t.f).podCIDR, hostPortNum)
+	t.add(`-A %s -s %s -p tcp -m tcp --dport %s -j CNI-HOSTPORT-SETMARK`, chain, t.f.host(t.f.Loopback), hostPortNum)
+	t.add(`-A %s -p tcp -m tcp --dport %s -j DNAT --to-destination %s`, chain, hostPortNum, t.f.HostPort(podIP, podPort))
 }
 
 func portmapBase(t *natTable) {

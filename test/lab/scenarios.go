@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Addresses the scenarios use.
+// Addresses the scenarios use (IPv4; Family has both families').
 const (
 	SNATServiceIP    = "10.96.0.10" // snat-missing: ClusterIP whose pod is on node 2
 	NodePort         = 30285
@@ -38,14 +38,18 @@ type Client struct {
 type Scenario struct {
 	Name        string
 	Healthy     bool
+	Family      Family // the family of its fault, clients and servers
 	Description string
 	Pods        []Pod
 	Servers     []Server
-	Rules       map[string]string // namespace -> iptables-restore input
-	Nft         map[string]string // namespace -> nft -f input (kube-proxy's nftables mode)
-	Sysctls     [][3]string       // namespace, key, value
-	Extra       [][]string        // further commands
-	Clients     []Client
+	// Rules are the iptables-restore (ip6tables-restore) inputs of
+	// Family, by namespace; the nodes' rules of the other family are the
+	// healthy base.
+	Rules   map[string]string
+	Nft     map[string]string // namespace -> nft -f input (kube-proxy's nftables mode)
+	Sysctls [][3]string       // namespace, key, value
+	Extra   [][]string        // further commands
+	Clients []Client
 }
 
 func (s *Scenario) pod(name string) Pod {
@@ -57,21 +61,33 @@ func (s *Scenario) pod(name string) Pod {
 	panic("lab: scenario " + s.Name + " has no pod " + name)
 }
 
+// rules are the scenario's rules of family f: its own in its family,
+// kube-proxy's and flannel's healthy base in the other.
+func (s *Scenario) rules(f Family) map[string]string {
+	if f.IPv6 == s.Family.IPv6 {
+		return s.Rules
+	}
+	return map[string]string{NsNode1: nodeRules(f, 0), NsNode2: nodeRules(f, 1)}
+}
+
 // basePods are in every scenario: the two pods incidents involve and q1,
 // which only makes background traffic (Noise).
-var basePods = []Pod{{"p1", 1, Pod1IP}, {"p2", 2, Pod2IP}, noisePod}
+var basePods = []Pod{{"p1", 1, Pod1IP, IPv6.Pod1}, {"p2", 2, Pod2IP, IPv6.Pod2}, noisePod}
 
-// node2Rules is node 2's nat table: kube-proxy and flannel, no services
-// of interest.
-func node2Rules() string {
-	var t natTable
+// withPods is basePods and more.
+func withPods(more ...Pod) []Pod { return append(append([]Pod{}, basePods...), more...) }
+
+// nodeRules is a node's nat table in family f: kube-proxy and flannel,
+// no services of interest.
+func nodeRules(f Family, node int) string {
+	t := natTable{f: f}
 	kubeProxyBase(&t)
-	flannel(&t, nodes[1].podCIDR, "")
+	flannel(&t, nodes[node].addrs(f).podCIDR, "")
 	kubeProxyNodePorts(&t)
 	return t.String()
 }
 
-type builder func(healthy bool) *Scenario
+type builder func(healthy bool, f Family) *Scenario
 
 var builders = map[string]builder{
 	"snat-missing":   snatMissing,
@@ -87,31 +103,45 @@ var builders = map[string]builder{
 // singleTwin scenarios have no faulty version.
 var singleTwin = map[string]bool{"service-paths": true, "service-paths-nft": true}
 
+// dualFamily scenarios have an IPv6 variant, NAME-v6 (kube-proxy's
+// nftables mode is IPv4 only here).
+var dualFamily = map[string]bool{"snat-missing": true, "syn-overflow": true, "service-paths": true,
+	"stale-hostport": true, "hairpin": true}
+
 // Names lists every scenario and twin.
 func Names() []string {
 	var out []string
 	for n := range builders {
-		if !singleTwin[n] {
-			out = append(out, n)
+		bases := []string{n}
+		if dualFamily[n] {
+			bases = append(bases, n+IPv6.Suffix())
 		}
-		out = append(out, n+"-healthy")
+		for _, b := range bases {
+			if !singleTwin[n] {
+				out = append(out, b)
+			}
+			out = append(out, b+"-healthy")
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// Lookup returns the named scenario ("NAME" or "NAME-healthy").
+// Lookup returns the named scenario ("NAME", "NAME-healthy", "NAME-v6" or
+// "NAME-v6-healthy").
 func Lookup(name string) (*Scenario, error) {
 	base, healthy := strings.CutSuffix(name, "-healthy")
+	base, v6 := strings.CutSuffix(base, IPv6.Suffix())
 	b, ok := builders[base]
-	if !ok || (singleTwin[base] && !healthy && name != base) {
+	if !ok || (singleTwin[base] && !healthy && name != base+familyOf(v6).Suffix()) || (v6 && !dualFamily[base]) {
 		return nil, fmt.Errorf("unknown scenario %q; scenarios: %s", name, strings.Join(Names(), ", "))
 	}
 	if singleTwin[base] {
 		healthy = true
 	}
-	sc := b(healthy)
-	sc.Name, sc.Healthy = name, healthy
+	f := familyOf(v6)
+	sc := b(healthy, f)
+	sc.Name, sc.Healthy, sc.Family = name, healthy, f
 	if healthy && !singleTwin[base] {
 		sc.Description = "healthy twin (without the fault) of: " + sc.Description
 	}
@@ -121,38 +151,46 @@ func Lookup(name string) (*Scenario, error) {
 // 1. A process on node 1 calls a ClusterIP whose pod is on node 2. A stale
 // flannel RETURN before the MASQUERADE leaves it un-SNATed in the tunnel;
 // the pod answers the node's eth0 address over the underlay, where strict
-// rp_filter drops the reply (it should come from the tunnel).
-func snatMissing(healthy bool) *Scenario {
-	var t natTable
+// reverse-path filtering drops the reply (it should come from the tunnel):
+// rp_filter=1 for IPv4, and for IPv6, which has no rp_filter sysctl, the
+// rpfilter match firewalld installs in ip6tables' raw PREROUTING.
+func snatMissing(healthy bool, f Family) *Scenario {
+	t := natTable{f: f}
 	kubeProxyBase(&t)
-	stale := nodes[1].podCIDR
+	stale := nodes[1].addrs(f).podCIDR
 	if healthy {
 		stale = ""
 	}
-	flannel(&t, nodes[0].podCIDR, stale)
-	service{name: "web", clusterIP: SNATServiceIP, port: "80", endpoints: []endpoint{{Pod2IP, "8080"}}}.write(&t)
+	flannel(&t, nodes[0].addrs(f).podCIDR, stale)
+	service{name: "web", clusterIP: f.SNATService, port: "80", endpoints: []endpoint{{f.Pod2, "8080"}}}.write(&t)
 	kubeProxyNodePorts(&t)
-	return &Scenario{
-		Description: "node 1 calls ClusterIP " + SNATServiceIP + ":80 (pod on node 2); stale flannel RETURN skips the MASQUERADE; rp_filter=1",
+	sc := &Scenario{
+		Description: "node 1 calls ClusterIP " + f.HostPort(f.SNATService, 80) + " (pod on node 2); stale flannel RETURN skips the MASQUERADE; strict reverse-path filtering",
 		Pods:        basePods,
 		Servers:     []Server{{Pod: "p2", Port: PodPort, Accept: true}},
-		Rules:       map[string]string{NsNode1: t.String(), NsNode2: node2Rules()},
-		Sysctls: [][3]string{
-			{NsNode1, "net.ipv4.conf.all.rp_filter", "1"},
-			{NsNode1, "net.ipv4.conf.eth0.rp_filter", "1"},
-		},
-		Clients: []Client{{Namespace: NsNode1, Target: fmt.Sprintf("%s:80", SNATServiceIP), Count: 1, Timeout: 3 * time.Second}},
+		Rules:       map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
+		Clients:     []Client{{Namespace: NsNode1, Target: f.HostPort(f.SNATService, 80), Count: 1, Timeout: 3 * time.Second}},
 	}
+	if f.IPv6 {
+		sc.Extra = [][]string{{"ip", "netns", "exec", NsNode1, "ip6tables", "-t", "raw", "-A", "PREROUTING",
+			"-m", "rpfilter", "--invert", "-m", "comment", "--comment", "rpfilter", "-j", "DROP"}}
+		return sc
+	}
+	sc.Sysctls = [][3]string{
+		{NsNode1, "net.ipv4.conf.all.rp_filter", "1"},
+		{NsNode1, "net.ipv4.conf.eth0.rp_filter", "1"},
+	}
+	return sc
 }
 
 // 2. External clients call a NodePort on node 1 whose pod listens with a
 // tiny backlog and never accepts: the accept queue fills and further SYNs
 // are dropped by the listener.
-func synOverflow(healthy bool) *Scenario {
-	var t natTable
+func synOverflow(healthy bool, f Family) *Scenario {
+	t := natTable{f: f}
 	kubeProxyBase(&t)
-	flannel(&t, nodes[0].podCIDR, "")
-	svc := service{name: "echo", clusterIP: "10.96.0.30", port: "80", endpoints: []endpoint{{Pod1IP, "8080"}}}
+	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	svc := service{name: "echo", clusterIP: f.EchoService, port: "80", endpoints: []endpoint{{f.Pod1, "8080"}}}
 	svc.write(&t)
 	ext := chainHash("KUBE-EXT-", "echo")
 	t.chain(ext)
@@ -165,11 +203,11 @@ func synOverflow(healthy bool) *Scenario {
 		server = Server{Pod: "p1", Port: PodPort, Accept: true}
 	}
 	return &Scenario{
-		Description: fmt.Sprintf("8 clients call NodePort %s:%d; the pod listens with backlog %d and does not accept", Node1IP, NodePort, SYNOverflowQueue),
+		Description: fmt.Sprintf("8 clients call NodePort %s; the pod listens with backlog %d and does not accept", f.HostPort(f.Node1, NodePort), SYNOverflowQueue),
 		Pods:        basePods,
 		Servers:     []Server{server},
-		Rules:       map[string]string{NsNode1: t.String(), NsNode2: node2Rules()},
-		Clients: []Client{{Namespace: NsUnderlay, Target: fmt.Sprintf("%s:%d", Node1IP, NodePort), Count: 8,
+		Rules:       map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
+		Clients: []Client{{Namespace: NsUnderlay, Target: f.HostPort(f.Node1, NodePort), Count: 8,
 			Concurrent: true, Timeout: 3 * time.Second}},
 	}
 }
@@ -177,44 +215,48 @@ func synOverflow(healthy bool) *Scenario {
 // 3. Node 1 calls a ClusterIP with one endpoint on each node (the walk of
 // seed 002: KUBE-SERVICES, KUBE-MARK-MASQ, KUBE-SVC random choice,
 // KUBE-SEP DNAT, KUBE-POSTROUTING MASQUERADE).
-func servicePaths(bool) *Scenario {
-	var t natTable
+func servicePaths(_ bool, f Family) *Scenario {
+	t := natTable{f: f}
 	kubeProxyBase(&t)
-	flannel(&t, nodes[0].podCIDR, "")
-	service{name: "paths", clusterIP: PathsServiceIP, port: "80", masqOffCluster: true,
-		endpoints: []endpoint{{Pod1IP, "8080"}, {Pod2IP, "8080"}}}.write(&t)
+	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	service{name: "paths", clusterIP: f.PathsService, port: "80", masqOffCluster: true,
+		endpoints: []endpoint{{f.Pod1, "8080"}, {f.Pod2, "8080"}}}.write(&t)
 	kubeProxyNodePorts(&t)
 	return &Scenario{
-		Description: "node 1 calls ClusterIP " + PathsServiceIP + ":80 with endpoints on node 1 and node 2",
+		Description: "node 1 calls ClusterIP " + f.HostPort(f.PathsService, 80) + " with endpoints on node 1 and node 2",
 		Pods:        basePods,
 		Servers:     []Server{{Pod: "p1", Port: PodPort, Accept: true}, {Pod: "p2", Port: PodPort, Accept: true}},
-		Rules:       map[string]string{NsNode1: t.String(), NsNode2: node2Rules()},
-		Clients:     []Client{{Namespace: NsNode1, Target: PathsServiceIP + ":80", Count: 16, Timeout: 3 * time.Second}},
+		Rules:       map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
+		Clients:     []Client{{Namespace: NsNode1, Target: f.HostPort(f.PathsService, 80), Count: 16, Timeout: 3 * time.Second}},
 	}
 }
 
 // 4. A hostPort on node 1 has two CNI-DN chains: the first, left behind by
 // a container whose cleanup never ran, DNATs to a pod address that no
-// longer exists.
-func staleHostPort(healthy bool) *Scenario {
-	var t natTable
+// longer exists (ARP, or IPv6 neighbour discovery, finds nobody).
+func staleHostPort(healthy bool, f Family) *Scenario {
+	t := natTable{f: f}
 	kubeProxyBase(&t)
 	portmapBase(&t)
-	flannel(&t, nodes[0].podCIDR, "")
+	flannel(&t, nodes[0].addrs(f).podCIDR, "")
 	if !healthy {
-		hostPort(&t, "fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138", fmt.Sprint(HostPortNum), DeadHostPortPod, "443")
+		hostPort(&t, "fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138", fmt.Sprint(HostPortNum), f.DeadHostPortPod, "443")
 	}
-	hostPort(&t, "2e5c1a4f0b9d7c3e8a6f4d2b1c0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e", fmt.Sprint(HostPortNum), LiveHostPortPod, "443")
+	hostPort(&t, "2e5c1a4f0b9d7c3e8a6f4d2b1c0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e", fmt.Sprint(HostPortNum), f.LiveHostPortPod, "443")
 	kubeProxyNodePorts(&t)
+	// Neighbour resolution gives up after 3 probes 100 ms apart, so the
+	// dead address fails within the client's timeout.
+	neigh := "net.ipv4.neigh.cni0.retrans_time_ms"
+	if f.IPv6 {
+		neigh = "net.ipv6.neigh.cni0.retrans_time_ms"
+	}
 	return &Scenario{
-		Description: fmt.Sprintf("an external client calls hostPort %s:%d; a stale CNI-DN chain DNATs to %s, which no longer exists", Node1IP, HostPortNum, DeadHostPortPod),
-		Pods:        append(append([]Pod{}, basePods...), Pod{"web", 1, LiveHostPortPod}),
+		Description: fmt.Sprintf("an external client calls hostPort %s; a stale CNI-DN chain DNATs to %s, which no longer exists", f.HostPort(f.Node1, HostPortNum), f.DeadHostPortPod),
+		Pods:        withPods(Pod{"web", 1, LiveHostPortPod, IPv6.LiveHostPortPod}),
 		Servers:     []Server{{Pod: "web", Port: 443, Accept: true}},
-		Rules:       map[string]string{NsNode1: t.String(), NsNode2: node2Rules()},
-		// Neighbour resolution gives up after 3 probes 100 ms apart, so
-		// the dead address fails within the client's timeout.
-		Sysctls: [][3]string{{NsNode1, "net.ipv4.neigh.cni0.retrans_time_ms", "100"}},
-		Clients: []Client{{Namespace: NsUnderlay, Target: fmt.Sprintf("%s:%d", Node1IP, HostPortNum), Count: 1, Timeout: 3 * time.Second}},
+		Rules:       map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
+		Sysctls:     [][3]string{{NsNode1, neigh, "100"}},
+		Clients:     []Client{{Namespace: NsUnderlay, Target: f.HostPort(f.Node1, HostPortNum), Count: 1, Timeout: 3 * time.Second}},
 	}
 }
 
@@ -225,15 +267,15 @@ func staleHostPort(healthy bool) *Scenario {
 // the bridge, from its own address. Bridged traffic does not cross the
 // node's iptables here (bridge-nf-call-iptables=0, as on CNIs that route
 // pods without a netfilter-enabled bridge), in both twins.
-func hairpin(healthy bool) *Scenario {
-	var t natTable
+func hairpin(healthy bool, f Family) *Scenario {
+	t := natTable{f: f}
 	kubeProxyBase(&t)
-	flannel(&t, nodes[0].podCIDR, "")
-	svc := service{name: "ingress", clusterIP: "10.96.0.40", port: "443", endpoints: []endpoint{{IngressPodIP, "443"}}}
+	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	svc := service{name: "ingress", clusterIP: f.IngressService, port: "443", endpoints: []endpoint{{f.IngressPod, "443"}}}
 	svc.write(&t)
 	ext := chainHash("KUBE-EXT-", "ingress")
 	t.chain(ext)
-	t.add(`-A KUBE-SERVICES -d %s/32 -p tcp -m comment --comment "default/ingress loadbalancer IP" -m tcp --dport 443 -j %s`, LoadBalancerIP, ext)
+	t.add(`-A KUBE-SERVICES -d %s -p tcp -m comment --comment "default/ingress loadbalancer IP" -m tcp --dport 443 -j %s`, f.host(f.LoadBalancer), ext)
 	if healthy {
 		t.add(`-A %s -m comment --comment "masquerade traffic for default/ingress external destinations" -j KUBE-MARK-MASQ`, ext)
 		t.add(`-A %s -j %s`, ext, svc.svcChain())
@@ -241,15 +283,18 @@ func hairpin(healthy bool) *Scenario {
 		svl := chainHash("KUBE-SVL-", "ingress")
 		t.chain(svl)
 		t.add(`-A %s -j %s`, ext, svl)
-		t.add(`-A %s -m comment --comment "default/ingress -> %s:443" -j %s`, svl, IngressPodIP, chainHash("KUBE-SEP-", "ingress"+IngressPodIP))
+		t.add(`-A %s -m comment --comment "default/ingress -> %s" -j %s`, svl, f.HostPort(f.IngressPod, 443), chainHash("KUBE-SEP-", "ingress"+f.IngressPod))
 	}
 	kubeProxyNodePorts(&t)
 	return &Scenario{
-		Description: "pod p1 calls load balancer " + LoadBalancerIP + ":443; its only endpoint, ingress pod " + IngressPodIP + ", is on the same node",
-		Pods:        append(append([]Pod{}, basePods...), Pod{"ingress", 1, IngressPodIP}),
+		Description: "pod p1 calls load balancer " + f.HostPort(f.LoadBalancer, 443) + "; its only endpoint, ingress pod " + f.IngressPod + ", is on the same node",
+		Pods:        withPods(Pod{"ingress", 1, IngressPodIP, IPv6.IngressPod}),
 		Servers:     []Server{{Pod: "ingress", Port: 443, Accept: true}},
-		Rules:       map[string]string{NsNode1: t.String(), NsNode2: node2Rules()},
-		Sysctls:     [][3]string{{NsNode1, "net.bridge.bridge-nf-call-iptables", "0"}},
-		Clients:     []Client{{Namespace: Prefix + "p1", Target: LoadBalancerIP + ":443", Count: 1, Timeout: 3 * time.Second}},
+		Rules:       map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
+		Sysctls: [][3]string{
+			{NsNode1, "net.bridge.bridge-nf-call-iptables", "0"},
+			{NsNode1, "net.bridge.bridge-nf-call-ip6tables", "0"},
+		},
+		Clients: []Client{{Namespace: Prefix + "p1", Target: f.HostPort(f.LoadBalancer, 443), Count: 1, Timeout: 3 * time.Second}},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,7 @@ func connect(c Client) (Outcome, error) {
 		if c.Src != "" {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.Src)}
 		}
-		conn, derr = d.Dial("tcp4", c.Target)
+		conn, derr = d.Dial("tcp", c.Target)
 		return nil
 	})
 	if err != nil {
@@ -143,20 +144,25 @@ func classify(err error) Result {
 	return Failed
 }
 
-// ListenBacklog listens on addr with an explicit backlog (net.Listen always
-// uses somaxconn).
+// ListenBacklog listens on addr (either family) with an explicit backlog
+// (net.Listen always uses somaxconn).
 func ListenBacklog(addr string, backlog int) (net.Listener, error) {
-	ta, err := net.ResolveTCPAddr("tcp4", addr)
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	var family int
+	var sa syscall.Sockaddr
+	if ap.Addr().Is4() {
+		family, sa = syscall.AF_INET, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	} else {
+		family, sa = syscall.AF_INET6, &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	}
+	fd, err := syscall.Socket(family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-	sa := &syscall.SockaddrInet4{Port: ta.Port}
-	copy(sa.Addr[:], ta.IP.To4())
 	if err := syscall.Bind(fd, sa); err != nil {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("bind %s: %w", addr, err)
