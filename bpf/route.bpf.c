@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * route: the re-route NAT triggers in OUTPUT (ip_route_me_harder), with the
- * device, gateway and error it chose.
+ * route: the re-route NAT triggers in OUTPUT (ip_route_me_harder, and
+ * ip6_route_me_harder for IPv6), with the device, gateway and error it
+ * chose.
  *
- * Preferred: fexit or kretprobe on ip_route_me_harder. Fallback: the FIB
+ * Preferred: fexit or kretprobe on both functions. Fallback (IPv4): the FIB
  * lookup tracepoint, attributed to the packet whose OUTPUT NAT is in
  * progress on this CPU (ip_route_me_harder runs inside the NAT hook, between
  * the nat point's two halves), or matched on the lookup's own tuple.
@@ -15,7 +16,6 @@
 static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event *e)
 {
 	struct dst_entry *dst = (struct dst_entry *)(BPF_CORE_READ(skb, _skb_refdst) & ~1UL);
-	struct rtable *rt = (struct rtable *)dst;
 	struct net_device *dev;
 
 	if (!dst)
@@ -25,8 +25,17 @@ static __always_inline void route_fill_dst(struct sk_buff *skb, struct nt_event 
 		e->u.route.oif = BPF_CORE_READ(dev, ifindex);
 		bpf_probe_read_kernel_str(e->u.route.oifname, sizeof(e->u.route.oifname), dev->name);
 	}
-	if (BPF_CORE_READ(rt, rt_gw_family) == 2 /* AF_INET */)
-		e->u.route.gateway[0] = BPF_CORE_READ(rt, rt_gw4);
+	/* The dst is the first member of the family's route: struct rtable
+	 * for IPv4, struct rt6_info for IPv6 (its gateway is :: when the
+	 * destination is on link). */
+	if (e->tuple.ipv6) {
+		struct rt6_info *rt6 = (struct rt6_info *)dst;
+
+		BPF_CORE_READ_INTO(&e->u.route.gateway, rt6, rt6i_gateway.in6_u.u6_addr32);
+		return;
+	}
+	if (BPF_CORE_READ((struct rtable *)dst, rt_gw_family) == 2 /* AF_INET */)
+		e->u.route.gateway[0] = BPF_CORE_READ((struct rtable *)dst, rt_gw4);
 }
 
 static __always_inline void reroute_done(struct net *net, struct sk_buff *skb, int err, bool direct)
@@ -62,35 +71,105 @@ int BPF_PROG(route_fexit, struct net *net, struct sock *sk, struct sk_buff *skb,
 	return 0;
 }
 
+SEC("fexit/ip6_route_me_harder")
+int BPF_PROG(route6_fexit, struct net *net, struct sock *sk, struct sk_buff *skb, int ret)
+{
+	reroute_done(net, skb, ret, true);
+	return 0;
+}
+
 /* kretprobe has no arguments: the entry leaves them on this CPU's call
- * stack (see nt_call_push). */
+ * stack (see nt_call_push). One stack serves both families: the calls
+ * never nest. */
 NT_CALL_STACK(reroute_calls);
 
-SEC("kprobe/ip_route_me_harder")
-int BPF_KPROBE(route_kprobe, struct net *net, struct sock *sk, struct sk_buff *skb)
+static __always_inline void reroute_enter(struct net *net, struct sk_buff *skb)
 {
 	struct nt_call call = { .obj = (__u64)skb, .aux = (__u64)net };
 
 	nt_call_push(&reroute_calls, &call);
+}
+
+static __always_inline void reroute_return(int ret)
+{
+	struct nt_call call;
+
+	if (nt_call_pop(&reroute_calls, &call))
+		reroute_done((struct net *)call.aux, (struct sk_buff *)call.obj, ret, false);
+}
+
+SEC("kprobe/ip_route_me_harder")
+int BPF_KPROBE(route_kprobe, struct net *net, struct sock *sk, struct sk_buff *skb)
+{
+	reroute_enter(net, skb);
 	return 0;
 }
 
 SEC("kretprobe/ip_route_me_harder")
 int BPF_KRETPROBE(route_kretprobe, int ret)
 {
-	struct nt_call call;
-
-	if (nt_call_pop(&reroute_calls, &call))
-		reroute_done((struct net *)call.aux, (struct sk_buff *)call.obj, ret, false);
+	reroute_return(ret);
 	return 0;
+}
+
+SEC("kprobe/ip6_route_me_harder")
+int BPF_KPROBE(route6_kprobe, struct net *net, struct sock *sk, struct sk_buff *skb)
+{
+	reroute_enter(net, skb);
+	return 0;
+}
+
+SEC("kretprobe/ip6_route_me_harder")
+int BPF_KRETPROBE(route6_kretprobe, int ret)
+{
+	reroute_return(ret);
+	return 0;
+}
+
+/* route_lookup_report reports a FIB lookup whose tuple, gateway and device
+ * e holds: as the re-route of the packet whose OUTPUT NAT is in progress on
+ * this CPU when it is that, else only for an explicit filter match (with no
+ * filter it would be one per routed packet). */
+static __always_inline void route_lookup_report(struct nt_event *e, struct net_device *dev, int err, __u32 table)
+{
+	__u32 hook = NF_INET_LOCAL_OUT;
+	struct nat_slot *slot = bpf_map_lookup_elem(&nat_slots, &hook);
+	__u32 any[4] = {};
+
+	/* Address-type checks (inet_addr_type) look up the local table; they
+	 * are not routing decisions. */
+	if (table == RT_TABLE_LOCAL)
+		return;
+	/* The re-route a DNAT in OUTPUT triggers looks up the packet's
+	 * source (or none) and its new destination: a lookup on this CPU
+	 * inside the window that does not (a softirq's input route, or any
+	 * lookup after a NAT that dropped its packet, whose window stays open)
+	 * is not that packet's. */
+	if (slot && slot->active && slot->followed && slot->pre.ipv6 == e->tuple.ipv6 &&
+	    (nt_same_addr(e->tuple.saddr, any) || nt_same_addr(e->tuple.saddr, slot->pre.saddr)) &&
+	    !nt_same_addr(e->tuple.daddr, slot->pre.daddr)) {
+		e->skb = slot->skb;
+		e->hook = NF_INET_LOCAL_OUT;
+	} else if (!filter_len || !nt_filter_match(&e->tuple)) {
+		return;
+	}
+	if (dev) {
+		e->netns = nt_dev_netns(dev, false);
+		if (!nt_netns_watched(e->netns))
+			return;
+		e->u.route.oif = BPF_CORE_READ(dev, ifindex);
+		bpf_probe_read_kernel_str(e->u.route.oifname, sizeof(e->u.route.oifname), dev->name);
+	}
+	__builtin_memcpy(e->u.route.saddr, e->tuple.saddr, sizeof(e->u.route.saddr));
+	e->u.route.err = err;
+	e->u.route.table = table;
+	nt_submit(e);
 }
 
 SEC("tp_btf/fib_table_lookup")
 int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	     const struct fib_nh_common *nhc, int err)
 {
-	__u32 hook = NF_INET_LOCAL_OUT;
-	struct nat_slot *slot = bpf_map_lookup_elem(&nat_slots, &hook);
 	struct net_device *dev = NULL;
 	NT_EVENT(e);
 
@@ -103,39 +182,42 @@ int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	e->tuple.proto = flp->__fl_common.flowic_proto;
 	e->tuple.sport = bpf_ntohs(flp->uli.ports.sport);
 	e->tuple.dport = bpf_ntohs(flp->uli.ports.dport);
-	/* Address-type checks (inet_addr_type) look up the local table; they
-	 * are not routing decisions. */
-	if (table == RT_TABLE_LOCAL)
-		return 0;
-	/* The re-route a DNAT in OUTPUT triggers looks up the packet's
-	 * source (or none) and its new destination: a lookup on this CPU
-	 * inside the window that does not (a softirq's input route, or any
-	 * lookup after a NAT that dropped its packet, whose window stays open)
-	 * is not that packet's. */
-	if (slot && slot->active && slot->followed && !slot->pre.ipv6 &&
-	    (!flp->saddr || flp->saddr == slot->pre.saddr[0]) && flp->daddr != slot->pre.daddr[0]) {
-		e->skb = slot->skb;
-		e->hook = NF_INET_LOCAL_OUT;
-	} else if (!filter_len || !nt_filter_match(&e->tuple)) {
-		/* Unattributed lookups are reported only for an explicit match:
-		 * with no filter they would be one per routed packet. */
-		return 0;
-	}
 	if (nhc) {
 		dev = BPF_CORE_READ(nhc, nhc_dev);
 		if (BPF_CORE_READ(nhc, nhc_gw_family) == 2 /* AF_INET */)
 			e->u.route.gateway[0] = BPF_CORE_READ(nhc, nhc_gw.ipv4);
 	}
-	if (dev) {
-		e->netns = nt_dev_netns(dev, false);
-		if (!nt_netns_watched(e->netns))
-			return 0;
-		e->u.route.oif = BPF_CORE_READ(dev, ifindex);
-		bpf_probe_read_kernel_str(e->u.route.oifname, sizeof(e->u.route.oifname), dev->name);
+	route_lookup_report(e, dev, err, table);
+	return 0;
+}
+
+/* IPv6's lookup reports no error: a lookup that found no route gives the
+ * null entry, an unreachable route (through lo). */
+SEC("tp_btf/fib6_table_lookup")
+int BPF_PROG(route_fib6_lookup, const struct net *net, const struct fib6_result *res,
+	     struct fib6_table *table, const struct flowi6 *flp)
+{
+	struct fib6_nh *nh = BPF_CORE_READ(res, nh);
+	struct net_device *dev = NULL;
+	int err = 0;
+	NT_EVENT(e);
+
+	if (!e)
+		return 0;
+
+	nt_init(e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
+	e->tuple.ipv6 = 1;
+	BPF_CORE_READ_INTO(&e->tuple.saddr, flp, saddr.in6_u.u6_addr32);
+	BPF_CORE_READ_INTO(&e->tuple.daddr, flp, daddr.in6_u.u6_addr32);
+	e->tuple.proto = BPF_CORE_READ(flp, __fl_common.flowic_proto);
+	e->tuple.sport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.sport));
+	e->tuple.dport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.dport));
+	if (BPF_CORE_READ(res, fib6_type) == RTN_UNREACHABLE)
+		err = -101; /* -ENETUNREACH, what the caller makes of it */
+	else if (nh) {
+		dev = BPF_CORE_READ(nh, nh_common.nhc_dev);
+		BPF_CORE_READ_INTO(&e->u.route.gateway, nh, nh_common.nhc_gw.ipv6.in6_u.u6_addr32);
 	}
-	e->u.route.saddr[0] = e->tuple.saddr[0];
-	e->u.route.err = err;
-	e->u.route.table = table;
-	nt_submit(e);
+	route_lookup_report(e, dev, err, BPF_CORE_READ(table, tb6_id));
 	return 0;
 }

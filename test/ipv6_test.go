@@ -75,8 +75,8 @@ func TestIPv6Tuples(t *testing.T) {
 
 // NAT66: a ClusterIP-style DNAT in ip6tables' nat OUTPUT and a MASQUERADE
 // in POSTROUTING. The nat events carry the IPv6 tuples before and after
-// each and the conntrack entry's, and the reply is followed back through
-// the entry and un-DNATed.
+// each and the conntrack entry's, the route point the re-route the DNAT
+// caused, and the reply is followed back through the entry and un-DNATed.
 func TestIPv6NATTuplesAndConntrack(t *testing.T) {
 	client, server := newNetns(t, "cli"), newNetns(t, "srv")
 	const caddr, saddr, service = "fd00:98:61::1", "fd00:98:61::2", "fd00:96::10"
@@ -114,6 +114,16 @@ func TestIPv6NATTuplesAndConntrack(t *testing.T) {
 	}
 	if d.CT == nil || !hasString(d.CT.Status, "DST_NAT") || d.CT.Orig.Dst != service || d.CT.Reply.Src != saddr {
 		t.Errorf("conntrack of the DNATed SYN: %+v", d.CT)
+	}
+	// The re-route the DNAT caused (ip6_route_me_harder, or the FIB
+	// lookup it made), out of the client's link.
+	reroute := find(events, func(e output.JSONEvent) bool {
+		return e.Point == "route" && e.Skb == d.Skb && e.Route != nil && e.Route.Dev == "c0" && e.Route.Err == 0
+	})
+	if len(reroute) == 0 {
+		t.Errorf("no re-route of the DNATed SYN out of c0:\n%s", dump(find(events, func(e output.JSONEvent) bool { return e.Point == "route" })))
+	} else if reroute[0].Tuple == nil || reroute[0].Tuple.Dst != saddr {
+		t.Errorf("re-route tuple %+v, want the new destination %s", reroute[0].Tuple, saddr)
 	}
 	snat := find(events, func(e output.JSONEvent) bool {
 		return e.Point == "nat" && e.Hook == "POSTROUTING" && e.Tuple.Flags == "S" && e.Netns == client

@@ -267,8 +267,12 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 			t.Errorf("the SYN should leave un-SNATed from %s: POSTROUTING %+v, inner %+v", f.Node1, post.Tuple, encap.Inner)
 		}
 		r.require(t, "the reply dropped by reverse-path filtering on node 1's eth0", rpfilter)
-		xs := r.explained(t, "snat-missing-on-tunnel", "DNATed to "+f.HostPort(f.Pod2, lab.PodPort), lab.NsNode1+" OUTPUT",
-			f.Tunnel, "VNI 1", "remote VTEP "+f.Node2, "not SNATed", "came back on eth0", reason)
+		facts := []string{"DNATed to " + f.HostPort(f.Pod2, lab.PodPort), lab.NsNode1 + " OUTPUT",
+			f.Tunnel, "VNI 1", "remote VTEP " + f.Node2, "not SNATed", "came back on eth0", reason}
+		if f.IPv6 {
+			facts = append(facts, `dropped by raw PREROUTING rule 1 (DROP, "rpfilter")`)
+		}
+		xs := r.explained(t, "snat-missing-on-tunnel", facts...)
 		// The stale flannel RETURN for node 2's subnet, before the
 		// MASQUERADE it kept the SYN from.
 		cidr, node2 := f.ClusterCIDR, lab.NodePodCIDR(f, 2)

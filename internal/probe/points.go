@@ -72,9 +72,20 @@ var points = []pointDef{
 		{method: MethodNetfilter, programs: []program{{name: nfProgramNames[nfBefore]}, {name: nfProgramNames[nfAfter]}}},
 	}},
 	{name: "route", load: loadRoute, methods: []methodDef{
-		hooked(MethodFentry, []string{"ip_route_me_harder"}, "route_fexit"),
-		hooked(MethodKprobe, []string{"ip_route_me_harder"}, "route_kprobe", "route_kretprobe"),
-		hooked(MethodTpBTF, []string{"fib_table_lookup"}, "route_fib_lookup"),
+		{method: MethodFentry, programs: []program{
+			{name: "route_fexit", candidates: []string{"ip_route_me_harder"}},
+			{name: "route6_fexit", candidates: []string{"ip6_route_me_harder"}},
+		}},
+		{method: MethodKprobe, programs: []program{
+			{name: "route_kprobe", candidates: []string{"ip_route_me_harder"}},
+			{name: "route_kretprobe", candidates: []string{"ip_route_me_harder"}},
+			{name: "route6_kprobe", candidates: []string{"ip6_route_me_harder"}},
+			{name: "route6_kretprobe", candidates: []string{"ip6_route_me_harder"}},
+		}},
+		{method: MethodTpBTF, programs: []program{
+			{name: "route_fib_lookup", candidates: []string{"fib_table_lookup"}},
+			{name: "route_fib6_lookup", candidates: []string{"fib6_table_lookup"}},
+		}},
 	}},
 	{name: "vxlan", load: loadVxlan, methods: []methodDef{
 		{method: MethodFentry, programs: []program{

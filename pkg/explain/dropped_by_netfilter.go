@@ -21,13 +21,7 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	if drop == nil {
 		return nil
 	}
-	last := event.HookNone
-	for i := range p.Events {
-		e := &p.Events[i]
-		if e.Time <= drop.Time && e.Point == event.PointNAT && e.Netns == drop.Netns {
-			last = e.Hook
-		}
-	}
+	rules, last := netfilterDropRules(n, p, drop)
 	t := packetTuple(drop)
 	what := "packet"
 	if isSYN(t) {
@@ -35,7 +29,7 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	}
 	fd := &Finding{
 		Evidence: []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
-		Rules:    dropRules(n, drop, hooksAfter(last)...),
+		Rules:    rules,
 	}
 	fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, fd.Rules)...)
 	if c := ruleClause(fd.Rules); c != "" {
@@ -47,6 +41,20 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
 		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
 	return fd
+}
+
+// netfilterDropRules names the rule that dropped packet p at drop, from the
+// hooks it can have been dropped at: those after the last NAT hook p was
+// seen at in the drop's namespace, which it returns.
+func netfilterDropRules(n Names, p *flow.Packet, drop *event.Event) ([]NetfilterRule, event.Hook) {
+	last := event.HookNone
+	for i := range p.Events {
+		e := &p.Events[i]
+		if e.Time <= drop.Time && e.Point == event.PointNAT && e.Netns == drop.Netns {
+			last = e.Hook
+		}
+	}
+	return dropRules(n, drop, hooksAfter(last)...), last
 }
 
 // hooksAfter lists the hooks whose filter, mangle or raw chains can have

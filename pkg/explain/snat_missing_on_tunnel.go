@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -33,6 +34,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 		return nil // not tunnelled, or SNATed on the way
 	}
 	var replyDrop, replyRx *event.Event
+	var dropped *flow.Packet
 	tunnelDev := ""
 	if enter != nil {
 		tunnelDev = enter.Ifname.String()
@@ -50,7 +52,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 				replyRx = e
 			}
 			if replyDrop == nil && e.Point == event.PointDrop {
-				replyDrop = e
+				replyDrop, dropped = e, rp
 			}
 		}
 	}
@@ -84,8 +86,18 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 	case replyDrop != nil:
 		reason := n.ReasonName(replyDrop.Drop.Reason)
 		what := "was dropped (" + reason + ")"
-		if reason == "IP_RPFILTER" {
+		switch reason {
+		case "IP_RPFILTER":
 			what = "was dropped by rp_filter (IP_RPFILTER)"
+		case "NETFILTER_DROP":
+			// IPv6 has no rp_filter: its reverse-path filter is a rule
+			// (ip6tables' rpfilter match), which names itself.
+			rules, _ := netfilterDropRules(n, dropped, replyDrop)
+			if c := ruleClause(rules); c != "" {
+				what = "was dropped by " + strings.TrimSuffix(c, " decided") + " (NETFILTER_DROP)"
+				fd.Rules = append(fd.Rules, rules...)
+				fd.Evidence = append(fd.Evidence, ruleFacts(n, replyDrop, rules)...)
+			}
 		}
 		summary += fmt.Sprintf("the reply came back on %s and %s, so it was never un-DNATed", replyDrop.Ifname, what)
 		fd.Evidence = append(fd.Evidence, evidence(n, replyDrop, "reply %s -> %s dropped on %s: %s", src(replyDrop.Tuple), dst(replyDrop.Tuple), where(n, replyDrop), reason))

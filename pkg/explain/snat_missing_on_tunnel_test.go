@@ -1,9 +1,12 @@
 package explain
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 func TestSNATMissingOnTunnel(t *testing.T) {
@@ -16,4 +19,36 @@ func TestSNATMissingOnTunnel(t *testing.T) {
 		{"SNATed, reply not seen (yet)", fixture.SNATMissing(true)[:9], false, nil},
 		{"DNAT without a tunnel", fixture.SYNOverflow(true), false, nil},
 	})
+}
+
+// Where the reverse-path filter is a rule (IPv6 has no rp_filter: its
+// filter is ip6tables' rpfilter match), the finding names the rule.
+func TestSNATMissingOnTunnelNamesTheFilterRule(t *testing.T) {
+	// The rule drops the reply in raw PREROUTING, before conntrack and
+	// the nat hook see it.
+	var evs []event.Event
+	for _, e := range fixture.SNATMissing(false) {
+		if e.Point == event.PointDrop {
+			e.Drop.Reason = fixture.Reason("NETFILTER_DROP")
+		}
+		if e.Point != event.PointNAT || e.Hook != event.HookPrerouting {
+			evs = append(evs, e)
+		}
+	}
+	rs, err := ruleset.Parse("*raw\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -m rpfilter --invert -m comment --comment rpfilter -j DROP\nCOMMIT\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := flowsOf(t, evs)
+	fd := snatMissingOnTunnel(flows[0], fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{1: rs}})
+	if fd == nil {
+		t.Fatal("no finding")
+	}
+	const want = `came back on eth0 and was dropped by raw PREROUTING rule 1 (DROP, "rpfilter") (NETFILTER_DROP)`
+	if !strings.Contains(fd.Summary, want) {
+		t.Errorf("summary lacks %q: %s", want, fd.Summary)
+	}
+	if len(fd.Rules) == 0 || fd.Rules[len(fd.Rules)-1].Table != "raw" {
+		t.Errorf("the filter rule is not among the finding's rules: %+v", fd.Rules)
+	}
 }
