@@ -4,23 +4,28 @@
  * encapsulated packet built from it (outer tuple, VNI, remote VTEP). The
  * same skb carries both, so the Go side joins them by skb.
  *
- * Preferred: vxlan_xmit and udp_tunnel_xmit_skb (fentry or kprobe).
+ * Preferred: vxlan_xmit and udp_tunnel_xmit_skb, udp_tunnel6_xmit_skb for
+ * an IPv6 underlay (fentry or kprobe).
  * Fallback: net_dev_start_xmit on a device whose link kind is "vxlan", and
  * on the underlay device for a packet that is vxlan on the wire (in the
  * shared transmit site, sites.bpf.c).
  */
 #include "vxlan.h"
 
-/* At udp_tunnel_xmit_skb the vxlan header is at skb->data and the inner
- * packet at inner_network_header; the UDP and outer IP headers do not exist
- * yet, so the outer tuple comes from the arguments, and the underlay
- * device from the route (skb->dev is still the vxlan device). */
-static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, __u32 src, __u32 dst,
-					__u16 sport, __u16 dport)
+/* At udp_tunnel_xmit_skb (udp_tunnel6_xmit_skb) the vxlan header is at
+ * skb->data and the inner packet at inner_network_header; the UDP and outer
+ * IP headers do not exist yet, so the outer tuple comes from the arguments,
+ * and the underlay device from the route (skb->dev is still the vxlan
+ * device). The outer addresses are src and dst for an IPv4 underlay,
+ * read from src6 and dst6 for an IPv6 one (written straight into the event:
+ * the stack has no room for a copy). */
+static __always_inline void vxlan_encap(struct dst_entry *route, struct sk_buff *skb, __u32 src, __u32 dst,
+					const struct in6_addr *src6, const struct in6_addr *dst6, __u16 sport,
+					__u16 dport)
 {
 	unsigned char *head = BPF_CORE_READ(skb, head);
 	unsigned char *data = BPF_CORE_READ(skb, data);
-	struct net_device *dev = BPF_CORE_READ(rt, dst.dev);
+	struct net_device *dev = BPF_CORE_READ(route, dev);
 	__u8 vx[VXLAN_HLEN];
 	NT_EVENT(e);
 	__u32 netns = 0;
@@ -32,8 +37,14 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 	if (!nt_read_ip(head, BPF_CORE_READ(skb, inner_network_header), &e->inner))
 		return;
 	e->flags |= NT_F_INNER;
-	e->tuple.saddr[0] = src;
-	e->tuple.daddr[0] = dst;
+	if (src6 && dst6) {
+		BPF_CORE_READ_INTO(&e->tuple.saddr, src6, in6_u.u6_addr32);
+		BPF_CORE_READ_INTO(&e->tuple.daddr, dst6, in6_u.u6_addr32);
+		e->tuple.ipv6 = 1;
+	} else {
+		e->tuple.saddr[0] = src;
+		e->tuple.daddr[0] = dst;
+	}
 	e->tuple.proto = IPPROTO_UDP;
 	e->tuple.sport = sport;
 	e->tuple.dport = dport;
@@ -46,8 +57,8 @@ static __always_inline void vxlan_encap(struct rtable *rt, struct sk_buff *skb, 
 		return;
 	if (!bpf_probe_read_kernel(vx, sizeof(vx), data))
 		e->u.vxlan.vni = (vx[4] << 16) | (vx[5] << 8) | vx[6];
-	e->u.vxlan.remote[0] = dst;
-	e->u.vxlan.local[0] = src;
+	__builtin_memcpy(e->u.vxlan.remote, e->tuple.daddr, sizeof(e->u.vxlan.remote));
+	__builtin_memcpy(e->u.vxlan.local, e->tuple.saddr, sizeof(e->u.vxlan.local));
 	e->u.vxlan.port = dport;
 	nt_fill_dev(dev, e);
 	nt_submit(e);
@@ -66,7 +77,18 @@ SEC("fentry/udp_tunnel_xmit_skb")
 int BPF_PROG(vxlan_fentry_tunnel, struct rtable *rt, struct sock *sk, struct sk_buff *skb,
 	     __be32 src, __be32 dst, __u8 tos, __u8 ttl, __be16 df, __be16 src_port, __be16 dst_port)
 {
-	vxlan_encap(rt, skb, src, dst, bpf_ntohs(src_port), bpf_ntohs(dst_port));
+	vxlan_encap(&rt->dst, skb, src, dst, NULL, NULL, bpf_ntohs(src_port), bpf_ntohs(dst_port));
+	return 0;
+}
+
+/* The IPv6 underlay's: 12 arguments, 13 since ip6cb_flags was added, where
+ * fentry is refused (trampolines take 12 at most) and the kprobe is used. */
+SEC("fentry/udp_tunnel6_xmit_skb")
+int BPF_PROG(vxlan_fentry_tunnel6, struct dst_entry *route, struct sock *sk, struct sk_buff *skb,
+	     struct net_device *dev, struct in6_addr *saddr, struct in6_addr *daddr, __u8 prio, __u8 ttl,
+	     __be32 label, __be16 src_port, __be16 dst_port)
+{
+	vxlan_encap(route, skb, 0, 0, saddr, daddr, bpf_ntohs(src_port), bpf_ntohs(dst_port));
 	return 0;
 }
 
@@ -90,6 +112,22 @@ int BPF_KPROBE(vxlan_kprobe_tunnel, struct rtable *rt, struct sock *sk, struct s
 
 	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)VXLAN_ARG_SLOT(9));
 	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)VXLAN_ARG_SLOT(10));
-	vxlan_encap(rt, skb, src, dst, bpf_ntohs(sport), bpf_ntohs(dport));
+	vxlan_encap(&rt->dst, skb, src, dst, NULL, NULL, bpf_ntohs(sport), bpf_ntohs(dport));
+	return 0;
+}
+
+/* The IPv6 underlay's ports are its 10th and 11th arguments (with 12
+ * arguments or 13). BPF_KPROBE names five arguments: the sixth, daddr, is
+ * in r9 on x86-64. */
+SEC("kprobe/udp_tunnel6_xmit_skb")
+int BPF_KPROBE(vxlan_kprobe_tunnel6, struct dst_entry *route, struct sock *sk, struct sk_buff *skb,
+	       struct net_device *dev, struct in6_addr *saddr)
+{
+	struct in6_addr *daddr = (struct in6_addr *)ctx->r9;
+	__be16 sport = 0, dport = 0;
+
+	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)VXLAN_ARG_SLOT(10));
+	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)VXLAN_ARG_SLOT(11));
+	vxlan_encap(route, skb, 0, 0, saddr, daddr, bpf_ntohs(sport), bpf_ntohs(dport));
 	return 0;
 }

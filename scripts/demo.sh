@@ -5,11 +5,13 @@
 # showing the DNAT, the missing SNAT, the vxlan hop and the rp_filter drop.
 # The lab is torn down on exit, also on failure or Ctrl-C.
 #
-# Usage: scripts/demo.sh NETTRACE NTLAB [SCENARIO]
+# Usage: scripts/demo.sh NETTRACE NTLAB [SCENARIO [FILTER]]
+# (snat-missing-v6 with 'host fd00:10:96::10' is its IPv6 form).
 set -euo pipefail
 NETTRACE=${1:-bin/nettrace}
 NTLAB=${2:-bin/ntlab}
 SCENARIO=${3:-snat-missing}
+FILTER=${4:-host 10.96.0.10}
 OUT=$(mktemp -d)
 
 cleanup() {
@@ -24,7 +26,6 @@ trap cleanup EXIT
 NS=()
 for ns in $(ip netns list | awk '/^ntlab-/ {print $1}'); do NS+=(--netns "$ns"); done
 
-FILTER='host 10.96.0.10'
 echo "== nettrace watch --rules '$FILTER' (lab namespaces)"
 "$NETTRACE" watch --rules "${NS[@]}" --ready-file "$OUT/ready" --duration 60s "$FILTER" &
 WATCH=$!

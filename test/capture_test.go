@@ -114,59 +114,82 @@ func TestDropReasons(t *testing.T) {
 	}
 }
 
-// A vxlan tunnel between two namespaces: the packet is seen entering the
-// vxlan device with its inner tuple, then leaving the underlay encapsulated
-// with VNI and remote VTEP, and decapsulated on the other side.
+// A vxlan tunnel between two namespaces over an IPv4 underlay, carrying
+// IPv4 and IPv6: the packet is seen entering the vxlan device with its
+// inner tuple, then leaving the underlay encapsulated with VNI and remote
+// VTEP, and decapsulated on the other side. (The lab's flannel-v6.1
+// carries IPv6 over an IPv6 underlay.)
 func TestVXLANInnerAndOuter(t *testing.T) {
 	n1, n2 := newNetns(t, "n1"), newNetns(t, "n2")
 	veth(t, n1, "eth0", "172.30.0.1/24", n2, "eth0", "172.30.0.2/24")
-	for _, n := range []struct{ ns, local, remote, overlay, peer string }{
-		{n1, "172.30.0.1", "172.30.0.2", "10.240.1.0/32", "10.240.2.0"},
-		{n2, "172.30.0.2", "172.30.0.1", "10.240.2.0/32", "10.240.1.0"},
+	for _, n := range []struct{ ns, local, remote, mac, peerMAC string }{
+		{n1, "172.30.0.1", "172.30.0.2", "02:00:00:00:00:01", "02:00:00:00:00:02"},
+		{n2, "172.30.0.2", "172.30.0.1", "02:00:00:00:00:02", "02:00:00:00:00:01"},
 	} {
 		script(t,
 			fmt.Sprintf("ip -n %s link add flannel.1 type vxlan id 7 local %s dev eth0 dstport 8472 nolearning", n.ns, n.local),
-			fmt.Sprintf("ip -n %s link set flannel.1 address 02:00:00:00:00:0%s", n.ns, n.overlay[7:8]),
-			fmt.Sprintf("ip -n %s addr add %s dev flannel.1", n.ns, n.overlay),
+			fmt.Sprintf("ip -n %s link set flannel.1 address %s", n.ns, n.mac),
 			fmt.Sprintf("ip -n %s link set flannel.1 up", n.ns),
-			fmt.Sprintf("ip -n %s route add %s/24 via %s dev flannel.1 onlink", n.ns, n.peer, n.peer),
-			fmt.Sprintf("ip -n %s neigh add %s lladdr 02:00:00:00:00:0%s dev flannel.1", n.ns, n.peer, n.peer[7:8]),
-			fmt.Sprintf("bridge -n %s fdb append 02:00:00:00:00:0%s dev flannel.1 dst %s", n.ns, n.peer[7:8], n.remote),
+			fmt.Sprintf("bridge -n %s fdb append %s dev flannel.1 dst %s", n.ns, n.peerMAC, n.remote),
 		)
 	}
-	listen(t, n2, "10.240.2.0:7070", 0, true)
-	w := startWatch(t, "--netns", n1, "--netns", n2, "port 7070")
-	if err := dial(t, n1, "", "10.240.2.0:7070", 3*time.Second); err != nil {
-		t.Fatalf("connect over vxlan: %v", err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	events := w.stop(t).events
+	for _, fam := range []struct {
+		name, addr1, addr2, peerPrefix string // addr1 on n1, addr2 on n2
+	}{
+		{"inner IPv4", "10.240.1.0", "10.240.2.0", "/24"},
+		{"inner IPv6", "fd00:240:1::", "fd00:240:2::", "/64"},
+	} {
+		for _, n := range []struct{ ns, self, peer, peerMAC string }{
+			{n1, fam.addr1, fam.addr2, "02:00:00:00:00:02"},
+			{n2, fam.addr2, fam.addr1, "02:00:00:00:00:01"},
+		} {
+			single := "/32"
+			if isIPv6(n.self) {
+				single = "/128 nodad"
+			}
+			script(t,
+				fmt.Sprintf("ip -n %s addr add %s%s dev flannel.1", n.ns, n.self, single),
+				fmt.Sprintf("ip -n %s route add %s%s via %s dev flannel.1 onlink", n.ns, n.peer, fam.peerPrefix, n.peer),
+				fmt.Sprintf("ip -n %s neigh add %s lladdr %s dev flannel.1", n.ns, n.peer, n.peerMAC),
+			)
+		}
+		t.Run(fam.name, func(t *testing.T) {
+			server := net.JoinHostPort(fam.addr2, "7070")
+			listen(t, n2, server, 0, true)
+			w := startWatch(t, "--netns", n1, "--netns", n2, "port 7070")
+			if err := dial(t, n1, "", server, 3*time.Second); err != nil {
+				t.Fatalf("connect over vxlan: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			events := w.stop(t).events
 
-	enter := find(events, func(e output.JSONEvent) bool {
-		return e.Point == "vxlan" && e.Kind == "enter" && e.Dev == "flannel.1" && e.Tuple.Dport == 7070 && e.Netns == n1
-	})
-	encap := find(events, func(e output.JSONEvent) bool {
-		return e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dport == 7070 && e.Netns == n1
-	})
-	if len(enter) == 0 || len(encap) == 0 {
-		t.Fatalf("vxlan enter %d, encap %d:\n%s", len(enter), len(encap), dump(events))
-	}
-	x := encap[0]
-	if x.VXLAN.VNI != 7 || x.VXLAN.Remote != "172.30.0.2" || x.VXLAN.Local != "172.30.0.1" || x.Dev != "eth0" {
-		t.Errorf("encap facts: %+v on %s", x.VXLAN, x.Dev)
-	}
-	if x.Tuple.Proto != "udp" || x.Tuple.Dport != 8472 || x.Inner.Src != "10.240.1.0" {
-		t.Errorf("outer %+v inner %+v", x.Tuple, x.Inner)
-	}
-	if enter[0].Skb != x.Skb {
-		t.Errorf("inner and encapsulated packet have different skb ids: %s vs %s", enter[0].Skb, x.Skb)
-	}
-	// Received on the far side: outer on eth0, then inner on flannel.1.
-	rx := find(events, func(e output.JSONEvent) bool {
-		return e.Point == "dev" && e.Kind == "rx" && e.Netns == n2 && e.Dev == "flannel.1" && e.Tuple.Dport == 7070
-	})
-	if len(rx) == 0 {
-		t.Errorf("decapsulated packet not seen on n2/flannel.1:\n%s", dump(events))
+			enter := find(events, func(e output.JSONEvent) bool {
+				return e.Point == "vxlan" && e.Kind == "enter" && e.Dev == "flannel.1" && e.Tuple.Dport == 7070 && e.Netns == n1
+			})
+			encap := find(events, func(e output.JSONEvent) bool {
+				return e.Point == "vxlan" && e.Kind == "encap" && e.Inner != nil && e.Inner.Dport == 7070 && e.Netns == n1
+			})
+			if len(enter) == 0 || len(encap) == 0 {
+				t.Fatalf("vxlan enter %d, encap %d:\n%s", len(enter), len(encap), dump(events))
+			}
+			x := encap[0]
+			if x.VXLAN.VNI != 7 || x.VXLAN.Remote != "172.30.0.2" || x.VXLAN.Local != "172.30.0.1" || x.Dev != "eth0" {
+				t.Errorf("encap facts: %+v on %s", x.VXLAN, x.Dev)
+			}
+			if x.Tuple.Proto != "udp" || x.Tuple.Dport != 8472 || x.Inner.Src != fam.addr1 || x.Inner.Dst != fam.addr2 {
+				t.Errorf("outer %+v inner %+v", x.Tuple, x.Inner)
+			}
+			if enter[0].Skb != x.Skb {
+				t.Errorf("inner and encapsulated packet have different skb ids: %s vs %s", enter[0].Skb, x.Skb)
+			}
+			// Received on the far side: outer on eth0, then inner on flannel.1.
+			rx := find(events, func(e output.JSONEvent) bool {
+				return e.Point == "dev" && e.Kind == "rx" && e.Netns == n2 && e.Dev == "flannel.1" && e.Tuple.Dport == 7070
+			})
+			if len(rx) == 0 {
+				t.Errorf("decapsulated packet not seen on n2/flannel.1:\n%s", dump(events))
+			}
+		})
 	}
 }
 

@@ -153,7 +153,7 @@ func dial(t *testing.T, ns, laddr, raddr string, timeout time.Duration) error {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(laddr)}
 		}
 		var c net.Conn
-		c, err = d.Dial("tcp4", raddr)
+		c, err = d.Dial("tcp", raddr) // the address's family
 		if err == nil {
 			c.Close()
 		}

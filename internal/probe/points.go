@@ -91,10 +91,12 @@ var points = []pointDef{
 		{method: MethodFentry, programs: []program{
 			{name: "vxlan_fentry_xmit", candidates: []string{"vxlan_xmit"}},
 			{name: "vxlan_fentry_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
+			{name: "vxlan_fentry_tunnel6", candidates: []string{"udp_tunnel6_xmit_skb"}},
 		}},
 		{method: MethodKprobe, programs: []program{
 			{name: "vxlan_kprobe_xmit", candidates: []string{"vxlan_xmit"}},
 			{name: "vxlan_kprobe_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
+			{name: "vxlan_kprobe_tunnel6", candidates: []string{"udp_tunnel6_xmit_skb"}},
 		}},
 		{method: MethodTpBTF, programs: []program{{name: "vxlan_xmit", candidates: []string{"net_dev_start_xmit"}, site: "xmit"}}},
 	}},
