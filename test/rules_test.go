@@ -123,9 +123,9 @@ func (r labRun) namedNativeRule(t *testing.T, rules []output.JSONNetfilterRule, 
 }
 
 // waitForRuleset waits until a recording being written holds a ruleset of
-// a namespace containing text: nettrace has read the ruleset since it
-// changed.
-func waitForRuleset(t *testing.T, recording string, ino uint32, text string) {
+// a namespace (its ip6tables one for f IPv6) containing text: nettrace has
+// read the ruleset since it changed.
+func waitForRuleset(t *testing.T, recording string, ino uint32, f lab.Family, text string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -137,6 +137,9 @@ func waitForRuleset(t *testing.T, recording string, ino uint32, text string) {
 				}
 			}
 			rs := r.Rulesets.At(ino, ^uint64(0))
+			if rs != nil && f.IPv6 {
+				rs = rs.IPv6
+			}
 			r.Close()
 			if rs != nil {
 				for _, rule := range rs.Rules("filter") {
@@ -152,58 +155,75 @@ func waitForRuleset(t *testing.T, recording string, ino uint32, text string) {
 }
 
 // A DROP rule is named by the dropped-by-netfilter finding as
-// iptables-save prints it, traced (--rules) and from the ruleset alone; a
-// rule inserted during the run is named for the packets it drops from then
-// on, while the packets dropped before are still named by the rule as it
-// stood (its position then); replay names the same rules.
+// iptables-save (ip6tables-save) prints it, traced (--rules) and from the
+// ruleset alone; a rule inserted during the run is named for the packets it
+// drops from then on, while the packets dropped before are still named by
+// the rule as it stood (its position then); replay names the same rules.
 func TestDropRuleNamedAndFollowed(t *testing.T) {
-	for _, traced := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ruleset", true: "traced"}[traced], func(t *testing.T) {
-			a, b := newNetns(t, "a"), newNetns(t, "b")
-			veth(t, a, "a0", "10.98.3.1/24", b, "b0", "10.98.3.2/24")
-			script(t, `ip netns exec `+b+` iptables -A INPUT -p tcp --dport 9001 -m comment --comment first -j DROP`)
-			before := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset")
-			recording := filepath.Join(t.TempDir(), "rules.ntrace")
-			args := []string{"-w", recording, "--netns", a, "--netns", b, "host 10.98.3.2"}
-			if traced {
-				args = append(args, "--rules")
+	for _, fam := range []dropRuleFamily{
+		{"IPv4", lab.IPv4, "iptables", "10.98.3.1/24", "10.98.3.2", "/24"},
+		{"IPv6", lab.IPv6, "ip6tables", "fd00:98:3::1/64 nodad", "fd00:98:3::2", "/64 nodad"},
+	} {
+		for _, traced := range []bool{false, true} {
+			t.Run(fam.name+"/"+map[bool]string{false: "ruleset", true: "traced"}[traced], func(t *testing.T) { testDropRule(t, fam, traced) })
+		}
+	}
+}
+
+// dropRuleFamily is what TestDropRuleNamedAndFollowed needs of a family:
+// its iptables program and the two ends' addresses.
+type dropRuleFamily struct {
+	name             string
+	f                lab.Family
+	iptables, client string
+	addr, prefix     string // the server's address, and its prefix on the link
+}
+
+func testDropRule(t *testing.T, fam dropRuleFamily, traced bool) {
+	f, iptables, addr := fam.f, fam.iptables, fam.addr
+	a, b := newNetns(t, "a"), newNetns(t, "b")
+	veth(t, a, "a0", fam.client, b, "b0", addr+fam.prefix)
+	script(t, `ip netns exec `+b+` `+iptables+` -A INPUT -p tcp --dport 9001 -m comment --comment first -j DROP`)
+	before := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset")
+	recording := filepath.Join(t.TempDir(), "rules.ntrace")
+	args := []string{"-w", recording, "--netns", a, "--netns", b, "host " + addr}
+	if traced {
+		args = append(args, "--rules")
+	}
+	w := startWatch(t, args...)
+	if err := dial(t, a, "", f.HostPort(addr, 9001), 500*time.Millisecond); err == nil {
+		t.Fatal("connected through the DROP rule")
+	}
+	script(t, `ip netns exec `+b+` `+iptables+` -I INPUT -p tcp --dport 9003 -m comment --comment added -j DROP`)
+	waitForRuleset(t, recording, netnsInode(t, b), f, "--dport 9003")
+	if err := dial(t, a, "", f.HostPort(addr, 9003), 500*time.Millisecond); err == nil {
+		t.Fatal("connected through the added DROP rule")
+	}
+	tr := w.stop(t)
+	var seen []string
+	for _, x := range tr.explanations {
+		if x.Rule != "dropped-by-netfilter" {
+			continue
+		}
+		switch {
+		case strings.Contains(x.Summary, ":9001"):
+			// Position 1 when it dropped; 2 in today's ruleset.
+			if len(x.NetfilterRules) != 1 || x.NetfilterRules[0].Position != 1 || x.NetfilterRules[0].Comment != "first" {
+				t.Errorf("9001: %+v", x.NetfilterRules)
 			}
-			w := startWatch(t, args...)
-			if err := dial(t, a, "", "10.98.3.2:9001", 500*time.Millisecond); err == nil {
-				t.Fatal("connected through the DROP rule")
-			}
-			script(t, `ip netns exec `+b+` iptables -I INPUT -p tcp --dport 9003 -m comment --comment added -j DROP`)
-			waitForRuleset(t, recording, netnsInode(t, b), "--dport 9003")
-			if err := dial(t, a, "", "10.98.3.2:9003", 500*time.Millisecond); err == nil {
-				t.Fatal("connected through the added DROP rule")
-			}
-			tr := w.stop(t)
-			var seen []string
-			for _, x := range tr.explanations {
-				if x.Rule != "dropped-by-netfilter" {
-					continue
-				}
-				switch {
-				case strings.Contains(x.Summary, ":9001"):
-					// Position 1 when it dropped; 2 in today's ruleset.
-					if len(x.NetfilterRules) != 1 || x.NetfilterRules[0].Position != 1 || x.NetfilterRules[0].Comment != "first" {
-						t.Errorf("9001: %+v", x.NetfilterRules)
-					}
-					seen = append(seen, "9001")
-				case strings.Contains(x.Summary, ":9003"):
-					labRun{traced: traced}.namedRule(t, x, b, "decided", "--dport 9003")
-					seen = append(seen, "9003")
-				}
-			}
-			if strings.Join(seen, " ") != "9001 9003" && strings.Join(seen, " ") != "9003 9001" {
-				t.Fatalf("dropped-by-netfilter findings for %v, want 9001 and 9003:\n%+v", seen, tr.explanations)
-			}
-			requireSameReplay(t, recording, tr)
-			script(t, `ip netns exec `+b+` iptables -D INPUT 1`)
-			if after := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset"); after != before {
-				t.Errorf("the ruleset is not as before:\n%s\nafter:\n%s", before, after)
-			}
-		})
+			seen = append(seen, "9001")
+		case strings.Contains(x.Summary, ":9003"):
+			labRun{traced: traced, family: f}.namedRule(t, x, b, "decided", "--dport 9003")
+			seen = append(seen, "9003")
+		}
+	}
+	if strings.Join(seen, " ") != "9001 9003" && strings.Join(seen, " ") != "9003 9001" {
+		t.Fatalf("dropped-by-netfilter findings for %v, want 9001 and 9003:\n%+v", seen, tr.explanations)
+	}
+	requireSameReplay(t, recording, tr)
+	script(t, `ip netns exec `+b+` `+iptables+` -D INPUT 1`)
+	if after := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset"); after != before {
+		t.Errorf("the ruleset is not as before:\n%s\nafter:\n%s", before, after)
 	}
 }
 
