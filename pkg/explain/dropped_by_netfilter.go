@@ -12,6 +12,9 @@ import (
 // verdict. The drop itself does not carry its hook; the last hook the
 // packet was seen at says which ones can have dropped it.
 func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
+	if beginsWithSYNACK(f) {
+		return nil
+	}
 	// Only the flow's own packets: a related ICMP message (a redirect the
 	// router sends) that netfilter drops is not the connection failing.
 	proto := f.Tuple().Proto

@@ -19,6 +19,16 @@ func isSYN(t event.Tuple) bool {
 	return t.Proto == event.ProtoTCP && t.TCPFlags&(tcpSYN|tcpACK) == tcpSYN
 }
 
+// beginsWithSYNACK says whether a flow's first packet is a SYN-ACK: the
+// tail of a handshake whose SYN came before the run, or in an earlier flow
+// that ended while the server went on retransmitting its SYN-ACK (1, 3, 7
+// s after the SYN: past the flow timeout once the client gave up). What
+// befell that connection is told by its own flow, where its request is.
+func beginsWithSYNACK(f *flow.Flow) bool {
+	t := f.Tuple()
+	return t.Proto == event.ProtoTCP && t.TCPFlags&(tcpSYN|tcpACK) == tcpSYN|tcpACK
+}
+
 func src(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Src, t.Sport) }
 func dst(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Dst, t.Dport) }
 
