@@ -5,8 +5,8 @@
  * tcp_conn_request returns 0 whether it queued the SYN or dropped it: a
  * request hashed into the SYN queue during the call
  * (inet_csk_reqsk_queue_hash_add) means queued, a syncookie computed
- * (__cookie_v4_init_sequence) means answered by a cookie; otherwise the
- * listener's queues at entry name the cause.
+ * (__cookie_v4_init_sequence, __cookie_v6_init_sequence) means answered by
+ * a cookie; otherwise the listener's queues at entry name the cause.
  *
  * Kernels without kprobes or fentry: a SYN handed to a listener is
  * consumed in tcp_rcv_state_process whatever became of it (a full accept
@@ -90,6 +90,13 @@ int BPF_PROG(syn_fentry_cookie)
 	return 0;
 }
 
+SEC("fentry/__cookie_v6_init_sequence")
+int BPF_PROG(syn_fentry_cookie6)
+{
+	syn_answered(NT_SYN_COOKIE);
+	return 0;
+}
+
 SEC("fexit/tcp_conn_request")
 int BPF_PROG(syn_fexit)
 {
@@ -113,6 +120,13 @@ int BPF_KPROBE(syn_kprobe_queued)
 
 SEC("kprobe/__cookie_v4_init_sequence")
 int BPF_KPROBE(syn_kprobe_cookie)
+{
+	syn_answered(NT_SYN_COOKIE);
+	return 0;
+}
+
+SEC("kprobe/__cookie_v6_init_sequence")
+int BPF_KPROBE(syn_kprobe_cookie6)
 {
 	syn_answered(NT_SYN_COOKIE);
 	return 0;

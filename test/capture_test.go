@@ -240,37 +240,45 @@ func TestSYNQueueFull(t *testing.T) {
 		{"0", "dropped: SYN queue full", true},
 		{"1", "answered with a syncookie (SYN queue full)", false},
 	} {
-		t.Run("syncookies="+c.syncookies, func(t *testing.T) {
-			client, server := newNetns(t, "cli"), newNetns(t, "srv")
-			caddr, saddr := fmt.Sprintf("10.98.%d.1", 30+i), fmt.Sprintf("10.98.%d.2", 30+i)
-			veth(t, client, "c0", caddr+"/24", server, "s0", saddr+"/24")
-			script(t,
-				"ip netns exec "+server+" sysctl -qw net.ipv4.tcp_syncookies="+c.syncookies,
-				"ip netns exec "+server+" iptables -A INPUT -p tcp --dport 8443 --tcp-flags SYN NONE -j DROP")
-			listen(t, server, saddr+":8443", 1, false)
-			w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
-			// The first connection's request stays in the SYN queue. The
-			// queue is full at the backlog (6.1) or past it (6.18): the
-			// second or the third connection's SYN finds it full.
-			if err := dial(t, client, "", saddr+":8443", time.Second); err != nil {
-				t.Fatalf("the first connection got no SYN-ACK: %v", err)
-			}
-			for range 2 {
-				dial(t, client, "", saddr+":8443", 1500*time.Millisecond)
-			}
-			events := w.stop(t).events
-
-			syns := find(events, func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Outcome != "queued" })
-			if len(syns) == 0 {
-				t.Fatalf("no SYN reported with the SYN queue full:\n%s", dump(events))
-			}
-			for _, s := range syns {
-				if s.SYN.Outcome != c.outcome || s.SYN.Dropped != c.dropped || s.SYN.Listener != saddr+":8443" ||
-					s.Netns != server || s.SYN.SYNQueue < 1 || s.SYN.AcceptMax != 1 {
-					t.Errorf("syn event %+v in %s, want %q (dropped %v) with 1 request queued, backlog 1", s.SYN, s.Netns, c.outcome, c.dropped)
+		// tcp_syncookies is IPv4's sysctl and IPv6's alike.
+		for _, fam := range []struct{ name, iptables, client, server, prefix string }{
+			{"IPv4", "iptables", fmt.Sprintf("10.98.%d.1", 30+i), fmt.Sprintf("10.98.%d.2", 30+i), "/24"},
+			{"IPv6", "ip6tables", fmt.Sprintf("fd00:98:%d::1", 30+i), fmt.Sprintf("fd00:98:%d::2", 30+i), "/64 nodad"},
+		} {
+			t.Run(fam.name+"/syncookies="+c.syncookies, func(t *testing.T) {
+				client, server := newNetns(t, "cli"), newNetns(t, "srv")
+				listener := net.JoinHostPort(fam.server, "8443")
+				veth(t, client, "c0", fam.client+fam.prefix, server, "s0", fam.server+fam.prefix)
+				script(t,
+					"ip netns exec "+server+" sysctl -qw net.ipv4.tcp_syncookies="+c.syncookies,
+					"ip netns exec "+server+" "+fam.iptables+" -A INPUT -p tcp --dport 8443 --tcp-flags SYN NONE -j DROP")
+				listen(t, server, listener, 1, false)
+				w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
+				// The first connection's request stays in the SYN queue. The
+				// queue is full at the backlog (6.1) or past it (6.18): the
+				// second or the third connection's SYN finds it full. (A
+				// fresh IPv6 link may resolve its first neighbour only when
+				// the solicitation is sent again, a second later.)
+				if err := dial(t, client, "", listener, 3*time.Second); err != nil {
+					t.Fatalf("the first connection got no SYN-ACK: %v", err)
 				}
-			}
-		})
+				for range 2 {
+					dial(t, client, "", listener, 1500*time.Millisecond)
+				}
+				events := w.stop(t).events
+
+				syns := find(events, func(e output.JSONEvent) bool { return e.Point == "syn" && e.SYN.Outcome != "queued" })
+				if len(syns) == 0 {
+					t.Fatalf("no SYN reported with the SYN queue full:\n%s", dump(events))
+				}
+				for _, s := range syns {
+					if s.SYN.Outcome != c.outcome || s.SYN.Dropped != c.dropped || s.SYN.Listener != listener ||
+						s.Netns != server || s.SYN.SYNQueue < 1 || s.SYN.AcceptMax != 1 {
+						t.Errorf("syn event %+v in %s, want %q (dropped %v) with 1 request queued, backlog 1", s.SYN, s.Netns, c.outcome, c.dropped)
+					}
+				}
+			})
+		}
 	}
 }
 
