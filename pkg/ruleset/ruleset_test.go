@@ -313,3 +313,60 @@ func TestIPv6NotAttributedToIPv4Rules(t *testing.T) {
 		t.Errorf("IPv6 drop attributed to %s", ref(a.Rule))
 	}
 }
+
+// ip6tables' rules, kept beside iptables' in a snapshot, attribute IPv6
+// packets: the stale hostPort chain's DNAT to [addr]:port decided, and the
+// live chain's would have chosen elsewhere; iptables' rules are not asked.
+func TestIPv6AttributedToIP6tablesRules(t *testing.T) {
+	text4, err := os.ReadFile("testdata/stale-hostport-n1.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text6, err := os.ReadFile("testdata/stale-hostport-v6-n1.rules6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSnapshot(1, 0, string(text4), string(text6), "")
+	if s.Err != nil || s.Ruleset == nil || s.Ruleset.IPv6 == nil {
+		t.Fatalf("snapshot: %v", s.Err)
+	}
+	rs6 := s.Ruleset.IPv6
+	pre := pkt("[fd00:172:20::fe]:40000", "[fd00:172:20::1]:8443", "eth0", "")
+	post := pkt("[fd00:172:20::fe]:40000", "[fd00:10:244:1::36]:443", "eth0", "")
+	a := rs6.NAT("PREROUTING", pre, post)
+	if !attributedTo(t, a, "CNI-DN-093e6edd5ba1d6052a1ee 03") {
+		return
+	}
+	if o := rs6.Other(a, pre); o == nil || o.Rule.ToDestination != "[fd00:10:244:1::34]:443" {
+		t.Errorf("other rule: %+v, want the live chain's DNAT", o)
+	}
+	if a := s.Ruleset.NAT("PREROUTING", pre, post); a != nil {
+		t.Errorf("IPv6 packet attributed to an iptables rule: %s", ref(a.Rule))
+	}
+	if a := rs6.NAT("PREROUTING", pkt("172.20.0.254:40000", "172.20.0.1:8443", "eth0", ""), pkt("172.20.0.254:40000", "10.244.1.36:443", "eth0", "")); a != nil {
+		t.Errorf("IPv4 packet attributed to an ip6tables rule: %s", ref(a.Rule))
+	}
+}
+
+func TestInRange(t *testing.T) {
+	for _, tc := range []struct {
+		arg, addrPort string
+		unchanged     uint16
+		in            bool
+	}{
+		{"10.244.1.36:443", "10.244.1.36:443", 0, true},
+		{"10.244.1.36", "10.244.1.36:8443", 8443, true},
+		{"10.0.0.1-10.0.0.9:80-90", "10.0.0.5:85", 0, true},
+		{"10.0.0.1-10.0.0.9:80-90", "10.0.0.10:85", 0, false},
+		{"[fd00::36]:443", "[fd00::36]:443", 0, true},
+		{"[fd00::36]:443", "[fd00::37]:443", 0, false},
+		{"fd00::36", "[fd00::36]:8443", 8443, true},
+		{"[fd00::1]-[fd00::9]:80-90", "[fd00::5]:85", 0, true},
+		{"[fd00::1]-[fd00::9]:80-90", "[fd00::5]:91", 0, false},
+	} {
+		ap := netip.MustParseAddrPort(tc.addrPort)
+		if got := inRange(tc.arg, ap.Addr(), ap.Port(), tc.unchanged); got != tc.in {
+			t.Errorf("inRange(%q, %s) = %v, want %v", tc.arg, tc.addrPort, got, tc.in)
+		}
+	}
+}

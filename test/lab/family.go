@@ -65,7 +65,7 @@ var IPv6 = Family{
 	Multicast: "ff00::/8", Loopback: "::1",
 }
 
-// familyOf is the family of a scenario name.
+// familyOf is the family a scenario name says: IPv6 for NAME-v6.
 func familyOf(v6 bool) Family {
 	if v6 {
 		return IPv6
