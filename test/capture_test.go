@@ -256,10 +256,8 @@ func TestSYNQueueFull(t *testing.T) {
 				w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
 				// The first connection's request stays in the SYN queue. The
 				// queue is full at the backlog (6.1) or past it (6.18): the
-				// second or the third connection's SYN finds it full. (A
-				// fresh IPv6 link may resolve its first neighbour only when
-				// the solicitation is sent again, a second later.)
-				if err := dial(t, client, "", listener, 3*time.Second); err != nil {
+				// second or the third connection's SYN finds it full.
+				if err := dial(t, client, "", listener, time.Second); err != nil {
 					t.Fatalf("the first connection got no SYN-ACK: %v", err)
 				}
 				for range 2 {

@@ -112,6 +112,23 @@ func veth(t *testing.T, a, aIf, aAddr, b, bIf, bAddr string) {
 		fmt.Sprintf("ip -n %s link set %s up", a, aIf),
 		fmt.Sprintf("ip -n %s link set %s up", b, bIf),
 	)
+	waitOperUp(t, a, aIf)
+	waitOperUp(t, b, bIf)
+}
+
+// waitOperUp waits until a link is operationally up. Until the kernel's
+// link watch has run (up to a second after the link came up, when other
+// links changed just before), the link drops what it sends and a
+// neighbour change flushes what waits for resolution: a first IPv6
+// connection then loses its SYN and retransmits it a second later.
+func waitOperUp(t *testing.T, ns, dev string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(sh(t, "ip", "-n", ns, "-o", "link", "show", "dev", dev), "state UP") {
+			return
+		}
+	}
+	t.Fatalf("%s/%s not operationally up after 5 s", ns, dev)
 }
 
 // listen opens a TCP listener in a namespace with an explicit backlog,

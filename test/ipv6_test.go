@@ -20,8 +20,6 @@ func TestIPv6Tuples(t *testing.T) {
 		t.Run(filter, func(t *testing.T) {
 			w := startWatch(t, "--netns", client, "--netns", server, filter)
 			inNetns(t, client, func() error {
-				// A fresh link resolves its first neighbour in up to a second
-				// (the solicitation is retransmitted after one).
 				c, err := net.DialTimeout("tcp6", "["+saddr+"]:8443", 3*time.Second)
 				if err == nil {
 					c.Close()

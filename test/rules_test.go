@@ -237,8 +237,8 @@ func netnsInode(t *testing.T, name string) uint32 {
 	return uint32(st.Ino)
 }
 
-// Tracing rules (--rules) adds a table to each watched namespace and
-// leaves nothing behind: after SIGINT and after SIGKILL, no namespace has
+// Tracing rules (--rules) adds a table to each watched namespace (one per
+// family the filter selects) and leaves nothing behind: after SIGINT and after SIGKILL, no namespace has
 // a table of nettrace's and every ruleset is as it was (counters aside:
 // the scenario's packets move them).
 func TestRulesTableLeavesNoResidue(t *testing.T) {
@@ -264,14 +264,16 @@ func TestRulesTableLeavesNoResidue(t *testing.T) {
 				return out
 			}
 			before := rulesets()
-			args := []string{"--rules", "host " + lab.SNATServiceIP}
+			// Both families selected: a table in each.
+			args := []string{"--rules", "host " + lab.SNATServiceIP + " or host " + lab.IPv6.SNATService}
 			for _, ns := range lab.Namespaces() {
 				args = append(args, "--netns", ns)
 			}
 			w := startWatch(t, args...)
 			for _, ns := range lab.Namespaces() {
-				if tables := sh(t, "ip", "netns", "exec", ns, "nft", "list", "tables"); !strings.Contains(tables, "table ip nettrace\n") {
-					t.Fatalf("%s has no table of nettrace's while it traces:\n%s", ns, tables)
+				tables := sh(t, "ip", "netns", "exec", ns, "nft", "list", "tables")
+				if !strings.Contains(tables, "table ip nettrace\n") || !strings.Contains(tables, "table ip6 nettrace\n") {
+					t.Fatalf("%s lacks a table of nettrace's while it traces:\n%s", ns, tables)
 				}
 			}
 			if _, err := lab.Traffic(sc); err != nil {

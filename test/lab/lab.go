@@ -224,6 +224,9 @@ func Up(name, labBin string) (*Scenario, error) {
 	if err := runAll(cmds); err != nil {
 		return fail(err)
 	}
+	if err := waitVethsUp(sc.Pods); err != nil {
+		return fail(err)
+	}
 	for _, f := range []Family{IPv4, IPv6} {
 		rules := sc.rules(f)
 		for _, ns := range sortedKeys(rules) {
@@ -243,6 +246,35 @@ func Up(name, labBin string) (*Scenario, error) {
 		}
 	}
 	return sc, nil
+}
+
+// waitVethsUp waits until both ends of every veth of the lab are
+// operationally up. Until the kernel's link watch has run (up to a second
+// after a link came up, when others changed just before), a link drops what
+// it sends and a neighbour change flushes what waits for resolution: the
+// first connection would lose its SYN and retransmit it a second later.
+func waitVethsUp(pods []Pod) error {
+	ends := [][2]string{{NsUnderlay, "ul-n1"}, {NsUnderlay, "ul-n2"}, {NsNode1, "eth0"}, {NsNode2, "eth0"}}
+	for _, p := range pods {
+		ends = append(ends, [2]string{p.Namespace(), "eth0"}, [2]string{nodes[p.Node-1].ns, "veth-" + p.Name})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, e := range ends {
+		for {
+			out, err := exec.Command("ip", "-n", e[0], "-o", "link", "show", "dev", e[1]).Output()
+			if err != nil {
+				return fmt.Errorf("link %s/%s: %w", e[0], e[1], err)
+			}
+			if strings.Contains(string(out), "state UP") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("link %s/%s not operationally up after 5 s", e[0], e[1])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func sortedKeys(m map[string]string) []string {
