@@ -269,7 +269,20 @@ func (w *watch) stop(t *testing.T) trace {
 		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
 	}
 	requireBestMethods(t, w.stderr.Bytes())
+	logWarnings(t, w.stderr.Bytes())
 	return tr
+}
+
+// logWarnings logs watch's warnings (events lost or missed, rules not
+// traced), so that a test failing for want of an event says why.
+func logWarnings(t *testing.T, log []byte) {
+	t.Helper()
+	for _, line := range bytes.Split(log, []byte("\n")) {
+		var l struct{ Level string }
+		if json.Unmarshal(line, &l) == nil && l.Level == "warn" {
+			t.Logf("nettrace: %s", line)
+		}
+	}
 }
 
 // requireBestMethods checks, from watch's debug log, that no point fell

@@ -325,6 +325,14 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if lerr != nil {
 		log.Warn().Err(lerr).Msg("lost counters unavailable")
 	}
+	if missed, err := tr.Missed(); err != nil {
+		log.Debug().Err(err).Msg("recursion counters unavailable")
+	} else {
+		for prog, n := range missed {
+			log.Warn().Str("program", prog).Uint64("missed", n).
+				Msg("the kernel skipped this program where it was already running on the CPU (an interrupt re-entered it): what those runs would have reported is missing")
+		}
+	}
 	if tracer != nil {
 		tracer.Sync()
 	}

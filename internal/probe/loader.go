@@ -556,6 +556,27 @@ func (t *Tracer) Lost() (map[event.Point]uint64, error) {
 	return out, nil
 }
 
+// Missed returns, per program that the kernel skipped at least once, how
+// many times it did: a tracing program is not run again on a CPU where it
+// is already running (an interrupt's softirq freed a packet while the
+// program handled another), and the kernel counts each such run as a
+// recursion miss. What those runs would have reported is missing.
+func (t *Tracer) Missed() (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for _, c := range t.colls {
+		for name, p := range c.Programs {
+			st, err := p.Stats()
+			if err != nil {
+				return nil, fmt.Errorf("read the statistics of %s: %w", name, err)
+			}
+			if st.RecursionMisses > 0 {
+				out[name] += st.RecursionMisses
+			}
+		}
+	}
+	return out, nil
+}
+
 // Close detaches everything. Links are fd-owned and nothing is pinned, so
 // a killed process leaves nothing behind either.
 func (t *Tracer) Close() {
