@@ -34,7 +34,7 @@ func TestBusyLab(t *testing.T) {
 					args = []string{"--ring-size", "67108864"}
 				}
 				r := runLab(t, name, mode.filter, runOptions{noise: true, allNetns: mode.all}, args...)
-				c.check(t, r.inLab(t), healthy)
+				c.check(t, r.inLab(t).withoutTrueClashes(t), healthy)
 				if mode.all {
 					r.requireNoiseFlows(t)
 				}
@@ -67,6 +67,43 @@ func (r labRun) inLab(t *testing.T) labRun {
 	}
 	r.explanations = xs
 	return r
+}
+
+// withoutTrueClashes sets aside the conntrack-clash findings on
+// background flows that the kernel confirms: connections reusing a port
+// race their own packets, and conntrack drops the loser of such a race
+// for real (its namespace's insert_failed counter says so). Those
+// findings are true and not the scenario's; a clash finding in a
+// namespace where conntrack counted none stays, and fails the run.
+func (r labRun) withoutTrueClashes(t *testing.T) labRun {
+	var xs []output.JSONExplanation
+	for _, x := range r.explanations {
+		if x.Rule == "conntrack-clash" && len(x.Evidence) > 0 && background(x.Flow.Tuple) {
+			// The last evidence is the drop, in the clash's namespace.
+			ns := x.Evidence[len(x.Evidence)-1].Netns
+			if n := r.insertFailed[ns]; n > 0 {
+				t.Logf("a true conntrack clash (%s counted %d insert failures), not the scenario's: %s", ns, n, x.Summary)
+				continue
+			}
+		}
+		xs = append(xs, x)
+	}
+	r.explanations = xs
+	return r
+}
+
+// background says whether a flow is the background traffic's: every
+// background connection has the noise pod at one end.
+func background(t *output.JSONTuple) bool {
+	if t == nil {
+		return false
+	}
+	for _, f := range []lab.Family{lab.IPv4, lab.IPv6} {
+		if t.Src == f.NoisePod || t.Dst == f.NoisePod {
+			return true
+		}
+	}
+	return false
 }
 
 // requireNoiseFlows checks the background connections against their

@@ -30,6 +30,9 @@ type labRun struct {
 	native bool
 	// family is the scenario's: its fault, clients and servers.
 	family lab.Family
+	// insertFailed is each lab namespace's conntrack insert failures at
+	// the end of the run (lab.ConntrackInsertFailed).
+	insertFailed map[string]uint64
 }
 
 // runOptions say how a scenario is run and watched.
@@ -114,7 +117,13 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 		t.Logf("%s: %s", x.Rule, x.Summary)
 	}
 	requireSameReplay(t, recording, tr)
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family}
+	insertFailed := map[string]uint64{}
+	for _, ns := range lab.Namespaces() {
+		if insertFailed[ns], err = lab.ConntrackInsertFailed(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, insertFailed}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -461,6 +470,30 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+ingress)
 }
 
+// checkConntrackClash: nettrace names a clash exactly when the kernel
+// counted one. Where the kernel resolves the queued SYN's clash when the
+// queue gives it back (6.1), nothing is dropped and nothing may be
+// claimed; elsewhere the first SYN is dropped at confirmation.
+func checkConntrackClash(t *testing.T, r labRun, healthy bool) {
+	f := r.family
+	if res := r.results(); res[lab.Connected] != 1 {
+		t.Fatalf("client outcomes %v, want connected (by the retransmitted SYN when the first is dropped)", res)
+	}
+	if healthy {
+		r.healthy(t)
+		return
+	}
+	if r.insertFailed[lab.NsNode2] == 0 {
+		t.Logf("conntrack in %s counted no insert failure: this kernel resolved the clash when the queue reinjected the SYN", lab.NsNode2)
+		r.healthy(t)
+		return
+	}
+	r.require(t, "the first SYN dropped in node 2 with NETFILTER_DROP", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode2) && e.Point == "drop" && e.Drop != nil && e.Drop.Reason == "NETFILTER_DROP" && isSYN(e) && e.Tuple.Dst == f.Pod2
+	})
+	r.explained(t, "conntrack-clash", "-> "+f.HostPort(f.Pod2, lab.PodPort)+" was dropped by conntrack in "+lab.NsNode2+" POSTROUTING", "conntrack clash")
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -477,6 +510,7 @@ var scenarioChecks = []scenarioCheck{
 	{"hairpin", "host " + lab.LoadBalancerIP, true, checkHairpin},
 	{"service-paths-nft", "host " + lab.PathsServiceIP, false, checkServicePaths},
 	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
+	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

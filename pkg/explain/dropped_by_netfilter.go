@@ -26,10 +26,7 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	}
 	rules, last := netfilterDropRules(n, p, drop)
 	t := packetTuple(drop)
-	what := "packet"
-	if isSYN(t) {
-		what = "SYN"
-	}
+	what := packetWord(t)
 	fd := &Finding{
 		Evidence: []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
 		Rules:    rules,
@@ -51,11 +48,8 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 // seen at in the drop's namespace, which it returns.
 func netfilterDropRules(n Names, p *flow.Packet, drop *event.Event) ([]NetfilterRule, event.Hook) {
 	last := event.HookNone
-	for i := range p.Events {
-		e := &p.Events[i]
-		if e.Time <= drop.Time && e.Point == event.PointNAT && e.Netns == drop.Netns {
-			last = e.Hook
-		}
+	if nat := lastNAT(p, drop); nat != nil {
+		last = nat.Hook
 	}
 	return dropRules(n, drop, hooksAfter(last)...), last
 }

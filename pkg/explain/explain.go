@@ -49,6 +49,7 @@ var Rules = []Rule{
 	{"syn-dropped-at-listener", synDroppedAtListener},
 	{"dnat-to-dead-endpoint", dnatToDeadEndpoint},
 	{"reply-bypassed-nat", replyBypassedNAT},
+	{"conntrack-clash", conntrackClash},
 	{"dropped-by-netfilter", droppedByNetfilter},
 	{"no-listener", noListener},
 	{"reply-dropped-rpfilter", replyDroppedRPFilter},

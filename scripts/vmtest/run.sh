@@ -51,10 +51,11 @@ else
 	# nf_tables with the matches and targets the lab's rules use, vxlan,
 	# veth, bridge; nft_limit for the --rules table; nft_nat and nft_numgen
 	# for kube-proxy's nftables mode; ip6t_rpfilter for the IPv6
-	# snat-missing scenario's reverse-path filter.
+	# snat-missing scenario's reverse-path filter; xt_NFQUEUE and
+	# nfnetlink_queue for the conntrack-clash scenario's queue.
 	for m in nf_conntrack nf_nat nf_tables nft_compat nft_limit nft_nat nft_numgen nft_chain_nat nft_masq xt_nat xt_MASQUERADE xt_comment \
 		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack nf_conntrack_netlink veth vxlan \
-		bridge br_netfilter tcp_diag ip6t_rpfilter; do
+		bridge br_netfilter tcp_diag ip6t_rpfilter xt_NFQUEUE nfnetlink_queue; do
 		modprobe -d "$ROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
 	done | awk '!seen[$0]++' > "$CACHE/$NAME.modules"
 	MODULES="$CACHE/$NAME.modules"

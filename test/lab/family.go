@@ -85,13 +85,16 @@ func (f Family) host(ip string) string {
 	return ip + "/32"
 }
 
-// restore is the program that loads the family's rules.
-func (f Family) restore() string {
+// iptables is the family's iptables command.
+func (f Family) iptables() string {
 	if f.IPv6 {
-		return "ip6tables-restore"
+		return "ip6tables"
 	}
-	return "iptables-restore"
+	return "iptables"
 }
+
+// restore is the program that loads the family's rules.
+func (f Family) restore() string { return f.iptables() + "-restore" }
 
 // Suffix is what the family adds to a scenario's name.
 func (f Family) Suffix() string {

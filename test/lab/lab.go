@@ -79,6 +79,15 @@ type Server struct {
 	Accept  bool // false: connections stay in the accept queue
 }
 
+// Queue is a netfilter queue served in a namespace (ntlab queue): every
+// packet accepted, with HoldFirst the first held until the second has
+// passed (ServeQueue).
+type Queue struct {
+	Namespace string
+	Num       uint16
+	HoldFirst bool
+}
+
 func run(args ...string) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	var out bytes.Buffer
@@ -245,6 +254,11 @@ func Up(name, labBin string) (*Scenario, error) {
 			return fail(err)
 		}
 	}
+	for _, q := range sc.Queues {
+		if err := startQueue(labBin, q); err != nil {
+			return fail(err)
+		}
+	}
 	return sc, nil
 }
 
@@ -289,24 +303,45 @@ func sortedKeys(m map[string]string) []string {
 // startServer runs `ntlab serve` on the pod's address of family f,
 // detached, and waits until it listens.
 func startServer(labBin string, p Pod, s Server, f Family) error {
-	if err := os.MkdirAll(StateDir, 0o755); err != nil {
-		return err
-	}
 	addr := f.HostPort(p.addr(f), s.Port)
-	ready := filepath.Join(StateDir, fmt.Sprintf("%s-%d.ready", p.Name, s.Port))
-	os.Remove(ready)
-	args := []string{"netns", "exec", p.Namespace(), labBin, "serve", "--addr", addr, "--name", p.Name,
-		"--backlog", strconv.Itoa(s.Backlog), "--ready-file", ready}
+	args := []string{"serve", "--addr", addr, "--name", p.Name, "--backlog", strconv.Itoa(s.Backlog)}
 	if !s.Accept {
 		args = append(args, "--no-accept")
 	}
-	cmd := exec.Command("ip", args...)
+	if err := startDetached(labBin, p.Namespace(), fmt.Sprintf("%s-%d", p.Name, s.Port), args...); err != nil {
+		return fmt.Errorf("server %s: %w", addr, err)
+	}
+	return nil
+}
+
+// startQueue runs `ntlab queue` for q, detached, and waits until the
+// queue is bound.
+func startQueue(labBin string, q Queue) error {
+	args := []string{"queue", "--num", strconv.Itoa(int(q.Num))}
+	if q.HoldFirst {
+		args = append(args, "--hold-first")
+	}
+	if err := startDetached(labBin, q.Namespace, fmt.Sprintf("%s-queue-%d", q.Namespace, q.Num), args...); err != nil {
+		return fmt.Errorf("queue %d in %s: %w", q.Num, q.Namespace, err)
+	}
+	return nil
+}
+
+// startDetached runs an ntlab command in namespace ns in a session of its
+// own (Down kills it by its pid file, name.pid) and waits until it creates
+// its ready file.
+func startDetached(labBin, ns, name string, args ...string) error {
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return err
+	}
+	ready := filepath.Join(StateDir, name+".ready")
+	os.Remove(ready)
+	cmd := exec.Command("ip", append(append([]string{"netns", "exec", ns, labBin}, args...), "--ready-file", ready)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start server %s: %w", addr, err)
+		return err
 	}
-	pidFile := filepath.Join(StateDir, fmt.Sprintf("%s-%d.pid", p.Name, s.Port))
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(StateDir, name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		return err
 	}
 	go cmd.Wait()
@@ -315,7 +350,7 @@ func startServer(labBin string, p Pod, s Server, f Family) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("server %s did not start", addr)
+	return errors.New("did not start")
 }
 
 // Down stops the lab's servers and removes every lab namespace (which

@@ -21,6 +21,7 @@ const (
 	Pod2IP           = "10.244.2.10"
 	PodPort          = 8080
 	SYNOverflowQueue = 1
+	ClashQueue       = 7 // conntrack-clash: node 2's netfilter queue
 )
 
 // Client is traffic a scenario drives: Count connections from Namespace
@@ -49,6 +50,7 @@ type Scenario struct {
 	Nft     map[string]string // namespace -> nft -f input (kube-proxy's nftables mode)
 	Sysctls [][3]string       // namespace, key, value
 	Extra   [][]string        // further commands
+	Queues  []Queue           // netfilter queues served
 	Clients []Client
 }
 
@@ -90,11 +92,12 @@ func nodeRules(f Family, node int) string {
 type builder func(healthy bool, f Family) *Scenario
 
 var builders = map[string]builder{
-	"snat-missing":   snatMissing,
-	"syn-overflow":   synOverflow,
-	"service-paths":  servicePaths,
-	"stale-hostport": staleHostPort,
-	"hairpin":        hairpin,
+	"snat-missing":    snatMissing,
+	"syn-overflow":    synOverflow,
+	"service-paths":   servicePaths,
+	"stale-hostport":  staleHostPort,
+	"hairpin":         hairpin,
+	"conntrack-clash": conntrackClash,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,
@@ -296,5 +299,31 @@ func hairpin(healthy bool, f Family) *Scenario {
 			{NsNode1, "net.bridge.bridge-nf-call-ip6tables", "0"},
 		},
 		Clients: []Client{{Namespace: Prefix + "p1", Target: f.HostPort(f.LoadBalancer, 443), Count: 1, Timeout: 3 * time.Second}},
+	}
+}
+
+// 6. Pod p1 calls pod p2 on node 2, whose node queues new connections to
+// p2 (a netfilter queue, as a userspace policy agent or an IPS does). In
+// the faulty twin the queue holds the first SYN until the client's
+// retransmission has passed: each made its own conntrack entry in node 2,
+// the retransmission's is confirmed first, and conntrack drops the first
+// SYN when it confirms its own (a clash: insert_failed). The connection is
+// made a second late, by the retransmission. On a busy node two packets
+// of one tuple race like this at random (the five-second DNS lookups of
+// Kubernetes' early years); the queue makes it certain, on kernels that
+// do not resolve the clash when the queue gives the packet back (see
+// ServeQueue). In the healthy twin the queue accepts every packet at once.
+func conntrackClash(healthy bool, f Family) *Scenario {
+	return &Scenario{
+		Description: fmt.Sprintf("pod p1 calls pod p2 %s on node 2, whose node queues new connections to it; the queue holds the first SYN until its retransmission has passed",
+			f.HostPort(f.Pod2, PodPort)),
+		Pods:    basePods,
+		Servers: []Server{{Pod: "p2", Port: PodPort, Accept: true}},
+		Rules:   map[string]string{NsNode1: nodeRules(f, 0), NsNode2: nodeRules(f, 1)},
+		Extra: [][]string{{"ip", "netns", "exec", NsNode2, f.iptables(), "-t", "mangle", "-A", "FORWARD",
+			"-d", f.host(f.Pod2), "-p", "tcp", "--dport", fmt.Sprint(PodPort), "--syn",
+			"-m", "comment", "--comment", "policy agent", "-j", "NFQUEUE", "--queue-num", fmt.Sprint(ClashQueue), "--queue-bypass"}},
+		Queues:  []Queue{{Namespace: NsNode2, Num: ClashQueue, HoldFirst: !healthy}},
+		Clients: []Client{{Namespace: Prefix + "p1", Target: f.HostPort(f.Pod2, PodPort), Count: 1, Timeout: 3 * time.Second}},
 	}
 }

@@ -1,5 +1,6 @@
 // Command ntlab builds nettrace's incident lab: ntlab up SCENARIO, ntlab
-// traffic SCENARIO, ntlab down (and ntlab serve, which up runs in pods).
+// traffic SCENARIO, ntlab down (and ntlab serve, which up runs in pods, and
+// ntlab queue, which up runs in a node for the conntrack-clash scenario).
 package main
 
 import (
@@ -112,6 +113,13 @@ func run(cmd string, args []string) error {
 		ready := fs.String("ready-file", "", "created once listening")
 		fs.Parse(args)
 		return lab.Serve(*addr, *name, *backlog, !*noAccept, *ready)
+	case "queue":
+		fs := flag.NewFlagSet("queue", flag.ExitOnError)
+		num := fs.Uint("num", 0, "netfilter queue number")
+		holdFirst := fs.Bool("hold-first", false, "hold the first packet until the second has passed")
+		ready := fs.String("ready-file", "", "created once the queue is bound")
+		fs.Parse(args)
+		return lab.ServeQueue(uint16(*num), *holdFirst, *ready)
 	}
 	usage()
 	os.Exit(2)
