@@ -147,6 +147,17 @@ type Conntrack struct {
 // and _nfct points at a shared placeholder entry.
 const ctInfoUntracked = 7
 
+// IP_CT_RELATED and IP_CT_NEW: the packet created its entry.
+const (
+	ctInfoRelated = 1
+	ctInfoNew     = 2
+)
+
+// Created says whether the packet created its entry (the first packet of
+// a connection, or of one related to it): only such a packet carries an
+// entry conntrack has yet to confirm.
+func (c Conntrack) Created() bool { return c.Info == ctInfoNew || c.Info == ctInfoRelated }
+
 // IsReply says whether the packet travels in the reply direction.
 func (c Conntrack) IsReply() bool { return c.Info >= 3 && c.Info != ctInfoUntracked }
 

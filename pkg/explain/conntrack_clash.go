@@ -7,13 +7,6 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
-// ipCTNew and ipCTRelated are the ip_conntrack_info of a packet whose
-// entry it created: only such a packet carries an unconfirmed entry.
-const (
-	ipCTRelated = 1
-	ipCTNew     = 2
-)
-
 // conntrackClash: the first packet of a connection was dropped by
 // conntrack itself when it confirmed the packet's new entry, because an
 // entry for the same tuple was inserted first (two packets of one tuple
@@ -29,11 +22,8 @@ const (
 // dropping the packet there, the confirmation did. Without the ruleset,
 // dropped-by-netfilter tells the drop as it is.
 func conntrackClash(f *flow.Flow, n Names) *Finding {
-	proto := f.Tuple().Proto
-	p, drop := find(f, func(_ *flow.Packet, e *event.Event) bool {
-		return dropped(n, e, "NETFILTER_DROP") && packetTuple(e).Proto == proto
-	})
-	if drop == nil || !drop.HasCT() || (drop.CT.Info != ipCTNew && drop.CT.Info != ipCTRelated) {
+	p, drop := netfilterDrop(f, n)
+	if drop == nil || !drop.HasCT() || !drop.CT.Created() {
 		return nil
 	}
 	nat := lastNAT(p, drop)

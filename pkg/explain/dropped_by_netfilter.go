@@ -15,12 +15,7 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	if beginsWithSYNACK(f) {
 		return nil
 	}
-	// Only the flow's own packets: a related ICMP message (a redirect the
-	// router sends) that netfilter drops is not the connection failing.
-	proto := f.Tuple().Proto
-	p, drop := find(f, func(_ *flow.Packet, e *event.Event) bool {
-		return dropped(n, e, "NETFILTER_DROP") && packetTuple(e).Proto == proto
-	})
+	p, drop := netfilterDrop(f, n)
 	if drop == nil {
 		return nil
 	}
@@ -41,6 +36,17 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
 		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
 	return fd
+}
+
+// netfilterDrop finds the flow's first packet dropped by a netfilter
+// verdict. Only the flow's own packets: a related ICMP message (a
+// redirect the router sends) that netfilter drops is not the connection
+// failing.
+func netfilterDrop(f *flow.Flow, n Names) (*flow.Packet, *event.Event) {
+	proto := f.Tuple().Proto
+	return find(f, func(_ *flow.Packet, e *event.Event) bool {
+		return dropped(n, e, "NETFILTER_DROP") && packetTuple(e).Proto == proto
+	})
 }
 
 // netfilterDropRules names the rule that dropped packet p at drop, from the
