@@ -9,9 +9,12 @@ BPF_GEN := internal/probe/nat_bpfel.go
 
 .PHONY: all deps generate build test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
 
-# Kernels the VM stage boots: Debian package names or bzImage paths. Empty
-# means the newest linux-image-6.1.0-*-amd64. Adding a kernel is one word.
-VM_KERNELS ?=
+# Kernels the VM stage boots, all at once (scripts/vmtest/matrix.sh):
+# KERNEL[:SUITE], KERNEL a Debian series (the newest package of it), a
+# package name or a bzImage path. 6.1 runs the lab with each point's
+# preferred method; 6.12, whose kernel allows every method of every point,
+# compares the methods. Adding a kernel is one word (its suite is all).
+VM_KERNELS ?= 6.1:lab 6.12:methods
 # Other flavours, outside CI.
 VM_NIGHTLY_KERNELS ?= $(shell apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-cloud-amd64$$' 2>/dev/null | awk '{print $$1}' | sort -V | tail -1)
 
@@ -49,7 +52,7 @@ fuzz: generate
 # Boots the kernels under qemu and runs the integration tests there, where
 # kprobes and fentry are allowed (scripts/vmtest/run.sh).
 vmtest: deps
-	@if [ -z "$(VM_KERNELS)" ]; then scripts/vmtest/run.sh; else for k in $(VM_KERNELS); do scripts/vmtest/run.sh $$k || exit 1; done; fi
+	scripts/vmtest/matrix.sh $(VM_KERNELS)
 
 vmtest-nightly: deps
 	for k in $(VM_NIGHTLY_KERNELS); do scripts/vmtest/run.sh $$k || exit 1; done

@@ -126,7 +126,12 @@ static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, con
 	return true;
 }
 
-static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct)
+/* route_final says the packet's route is the one it leaves with: the
+ * netfilter method runs after the whole NAT hook, but fexit and kretprobe
+ * return with NAT's function, before OUTPUT's hook re-routes a translated
+ * packet (ip_route_me_harder, which the route point reports): there the
+ * route attached is the one the packet is leaving. */
+static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct, bool route_final)
 {
 	struct nat_slot *slot;
 	NT_EVENT(e);
@@ -148,6 +153,11 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
 	e->hook = hook;
 	e->netns = netns;
+	/* NAT translates only what conntrack tracks: a packet without an entry
+	 * passes a hook that is not NAT's (the netfilter method runs at every
+	 * hook of a watched namespace, NAT or not). */
+	if (!nt_ct_of(skb, direct))
+		goto out;
 	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		goto out;
 	if (slot->active && slot->skb == (__u64)skb) {
@@ -176,7 +186,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	nt_fill_ct(skb, e);
 	if (filter_len && (e->flags & NT_F_CT) && !(e->ct.status & IPS_CONFIRMED))
 		nt_track_ct_tuples(e->ct.id);
-	out = nt_dst_dev(skb);
+	out = route_final ? nt_dst_dev(skb) : NULL;
 	if (out) {
 		e->u.nat.out_ifindex = BPF_CORE_READ(out, ifindex);
 		bpf_probe_read_kernel_str(e->u.nat.out_ifname, sizeof(e->u.nat.out_ifname), out->name);
@@ -202,7 +212,7 @@ int nat_after(struct bpf_nf_ctx *ctx)
 {
 	const struct nf_hook_state *state = ctx->state;
 
-	nat_exit(ctx->skb, state->hook, state->net->ns.inum, true);
+	nat_exit(ctx->skb, state->hook, state->net->ns.inum, true, true);
 	return NF_ACCEPT;
 }
 
@@ -219,7 +229,7 @@ SEC("fexit/nf_nat_inet_fn")
 int BPF_PROG(nat_fexit, void *priv, struct sk_buff *skb, const struct nf_hook_state *state,
 	     unsigned int verdict)
 {
-	nat_exit(skb, state->hook, state->net->ns.inum, true);
+	nat_exit(skb, state->hook, state->net->ns.inum, true, state->hook != NF_INET_LOCAL_OUT);
 	return 0;
 }
 
@@ -242,6 +252,6 @@ int BPF_KRETPROBE(nat_kretprobe)
 	struct nt_call call;
 
 	if (nt_call_pop(&nat_calls, &call))
-		nat_exit((struct sk_buff *)call.obj, call.v[0], call.v[1], false);
+		nat_exit((struct sk_buff *)call.obj, call.v[0], call.v[1], false, call.v[0] != NF_INET_LOCAL_OUT);
 	return 0;
 }

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestBusyLab(t *testing.T) {
 					args = []string{"--ring-size", "67108864"}
 				}
 				r := runLab(t, name, mode.filter, runOptions{noise: true, allNetns: mode.all}, args...)
-				c.check(t, r.inLab(t).withoutTrueClashes(t), healthy)
+				c.check(t, r.inLab(t).withoutTrueFaults(t), healthy)
 				if mode.all {
 					r.requireNoiseFlows(t)
 				}
@@ -69,20 +70,33 @@ func (r labRun) inLab(t *testing.T) labRun {
 	return r
 }
 
-// withoutTrueClashes sets aside the conntrack-clash findings on
-// background flows that the kernel confirms: connections reusing a port
-// race their own packets, and conntrack drops the loser of such a race
-// for real (its namespace's insert_failed counter says so). Those
-// findings are true and not the scenario's; a clash finding in a
-// namespace where conntrack counted none stays, and fails the run.
-func (r labRun) withoutTrueClashes(t *testing.T) labRun {
+// withoutTrueFaults sets aside the findings on background flows that the
+// kernel or the background's own clients confirm: connections reusing a
+// port race their own packets, and the kernel drops the loser of such a
+// race for real. A conntrack-clash finding is set aside where its
+// namespace's insert_failed counter counted one; any other finding on a
+// background flow only for a connection the background's client saw fail
+// (one finding per failure). Those findings are true and not the
+// scenario's; any other finding stays, and fails the run.
+func (r labRun) withoutTrueFaults(t *testing.T) labRun {
+	failed := map[string]int{}
+	if r.noise != nil {
+		maps.Copy(failed, r.noise.Failed)
+	}
 	var xs []output.JSONExplanation
 	for _, x := range r.explanations {
-		if x.Rule == "conntrack-clash" && len(x.Evidence) > 0 && background(x.Flow.Tuple) {
-			// The last evidence is the drop, in the clash's namespace.
-			ns := x.Evidence[len(x.Evidence)-1].Netns
-			if n := r.insertFailed[ns]; n > 0 {
-				t.Logf("a true conntrack clash (%s counted %d insert failures), not the scenario's: %s", ns, n, x.Summary)
+		if background(x.Flow.Tuple) {
+			if x.Rule == "conntrack-clash" && len(x.Evidence) > 0 {
+				// The last evidence is the drop, in the clash's namespace.
+				ns := x.Evidence[len(x.Evidence)-1].Netns
+				if n := r.insertFailed[ns]; n > 0 {
+					t.Logf("a true conntrack clash (%s counted %d insert failures), not the scenario's: %s", ns, n, x.Summary)
+					continue
+				}
+			}
+			if target := fmt.Sprintf("%s:%d", x.Flow.Tuple.Dst, x.Flow.Tuple.Dport); failed[target] > 0 {
+				failed[target]--
+				t.Logf("a background connection to %s that failed for its client too, not the scenario's: %s: %s", target, x.Rule, x.Summary)
 				continue
 			}
 		}

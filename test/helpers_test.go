@@ -184,13 +184,20 @@ type watch struct {
 	cmd    *exec.Cmd
 	stdout bytes.Buffer
 	stderr bytes.Buffer
+	forced map[string]string // the methods forced per point (--method)
 }
 
 // startWatch starts nettrace watch and waits until it is attached.
 func startWatch(t *testing.T, args ...string) *watch {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready")
-	w := &watch{}
+	w := &watch{forced: map[string]string{}}
+	for i, a := range args {
+		if a == "--method" && i+1 < len(args) {
+			point, method, _ := strings.Cut(args[i+1], "=")
+			w.forced[point] = method
+		}
+	}
 	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", "90s",
 		"--log-level", "debug", "--log-format", "json"}, args...)
 	w.cmd = exec.Command(nettraceBin, full...)
@@ -268,7 +275,7 @@ func (w *watch) stop(t *testing.T) trace {
 	if tr.summary == nil {
 		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
 	}
-	requireBestMethods(t, w.stderr.Bytes())
+	requireBestMethods(t, w.stderr.Bytes(), w.forced)
 	logWarnings(t, w.stderr.Bytes())
 	return tr
 }
@@ -289,8 +296,9 @@ func logWarnings(t *testing.T, log []byte) {
 // back to a worse method than this kernel allows with the flags used (a
 // verifier rejection under one combination of filter and options would
 // otherwise pass unnoticed): on a BTF kernel the tracepoint points use
-// tp_btf, never the classic tracepoints.
-func requireBestMethods(t *testing.T, log []byte) {
+// tp_btf, never the classic tracepoints. A forced point must use the
+// method forced.
+func requireBestMethods(t *testing.T, log []byte, forced map[string]string) {
 	t.Helper()
 	attached := map[string]string{}
 	for _, line := range bytes.Split(log, []byte("\n")) {
@@ -299,10 +307,21 @@ func requireBestMethods(t *testing.T, log []byte) {
 			attached[l.Point] = l.Method
 		}
 	}
+	for p, m := range forced {
+		if attached[p] != m {
+			t.Errorf("point %s attached with %q, want %q (forced)", p, attached[p], m)
+		}
+	}
 	for _, p := range []string{"drop", "dev", "tcp", "route", "vxlan"} {
+		if _, ok := forced[p]; ok {
+			continue
+		}
 		if m := attached[p]; m != "tp_btf" && m != "fentry" && m != "kprobe" {
 			t.Errorf("point %s attached with %q, want tp_btf (or fentry/kprobe)", p, m)
 		}
+	}
+	if _, ok := forced["nat"]; ok {
+		return
 	}
 	if m := attached["nat"]; m != "netfilter" && m != "fentry" && m != "kprobe" {
 		t.Errorf("point nat attached with %q", m)

@@ -198,11 +198,11 @@ func (r labRun) flowOf(x output.JSONExplanation) string {
 // netfilter method sees the route after the NAT hook re-routed; with
 // fentry/kprobe on the NAT function, which returns before the re-route,
 // the route point's event of the same packet says it.
-func (r labRun) reroutedVia(dnat output.JSONEvent, dev string) bool {
+func reroutedVia(events []output.JSONEvent, dnat output.JSONEvent, dev string) bool {
 	if dnat.OutDev == dev {
 		return true
 	}
-	return len(find(r.events, func(e output.JSONEvent) bool {
+	return len(find(events, func(e output.JSONEvent) bool {
 		return e.Point == "route" && e.Skb == dnat.Skb && e.Route != nil && e.Route.Dev == dev
 	})) > 0
 }
@@ -239,7 +239,7 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
 			e.Pre.Dst == f.SNATService && e.Tuple.Dst == f.Pod2 && e.Tuple.Dport == lab.PodPort
 	})
-	if !r.reroutedVia(dnat, f.Tunnel) {
+	if !reroutedVia(r.events, dnat, f.Tunnel) {
 		t.Errorf("no re-route out of %s after the DNAT (nat out_dev %q)", f.Tunnel, dnat.OutDev)
 	}
 	// The scenario's connection, not the background traffic's.
@@ -360,7 +360,7 @@ func checkServicePaths(t *testing.T, r labRun, _ bool) {
 			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
 				e.Pre.Dst == f.PathsService && e.Tuple.Dst == ep.pod
 		})
-		if !r.reroutedVia(dnat, ep.dev) {
+		if !reroutedVia(r.events, dnat, ep.dev) {
 			t.Errorf("the DNAT to %s was not re-routed out of %s", ep.pod, ep.dev)
 		}
 		r.require(t, "the MASQUERADE to "+ep.snat+" for "+ep.pod, func(e output.JSONEvent) bool {

@@ -59,10 +59,12 @@ type NoiseReport struct {
 	// that failed. Unsent counts attempts the kernel refused before any
 	// packet (the reused source port still held), and FirstError says why
 	// the first failure or refusal happened.
-	TCPConns, TCPFailed    int
-	Unsent                 int
-	FirstError             string
-	Reused                 int // of TCPConns, from NoiseFixedPort
+	TCPConns, TCPFailed int
+	Unsent              int
+	FirstError          string
+	Reused              int // of TCPConns, from NoiseFixedPort
+	// Failed counts the failed connections per target (address:port).
+	Failed                 map[string]int
 	UDPExchanges, Pings    int
 	Multicasts, Broadcasts int
 }
@@ -114,7 +116,7 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 	}
 	closers = append(closers, udp)
 
-	var rep NoiseReport
+	rep := NoiseReport{Failed: map[string]int{}}
 	var mu sync.Mutex
 	var conns atomic.Int64
 	var wg sync.WaitGroup
@@ -157,6 +159,7 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 					}
 					if err != nil {
 						rep.TCPFailed++
+						rep.Failed[target]++
 					}
 				}
 				mu.Unlock()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Boots every kernel of the matrix at once, each under its own qemu
+# (scripts/vmtest/run.sh), and fails if any guest fails. The guests run in
+# parallel because each is mostly emulation (TCG) and one alone leaves the
+# machine's second core half idle; their outputs are shown one after the
+# other as they finish, each under its kernel's name.
+#
+# Usage: scripts/vmtest/matrix.sh KERNEL[:SUITE]...
+#   KERNEL as run.sh takes it (6.1, 6.12, a package, a bzImage); SUITE is
+#   run.sh's VMTEST_SUITE (lab, methods, all; default all).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -gt 0 ] || { echo "usage: $0 KERNEL[:SUITE]..." >&2; exit 2; }
+OUT=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$OUT"' EXIT
+
+# The guests build the same binaries: build them once, before they start.
+CGO_ENABLED=0 go build -o /dev/null ./cmd/nettrace ./test/lab/ntlab || exit 1
+CGO_ENABLED=0 go test -c -o /dev/null ./test || exit 1
+
+specs=("$@") pids=()
+for i in "${!specs[@]}"; do
+	spec=${specs[$i]}
+	kernel=${spec%%:*} suite=all
+	[ "$kernel" = "$spec" ] || suite=${spec#*:}
+	VMTEST_SUITE=$suite scripts/vmtest/run.sh "$kernel" > "$OUT/$i.out" 2>&1 &
+	pids[$i]=$!
+	echo "vmtest: started $kernel ($suite)"
+done
+failed=()
+for i in "${!specs[@]}"; do
+	wait "${pids[$i]}"
+	rc=$?
+	echo "=== vmtest ${specs[$i]}"
+	cat "$OUT/$i.out"
+	[ $rc -eq 0 ] || failed+=("${specs[$i]}")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "vmtest: FAILED on ${failed[*]}" >&2
+	exit 1
+fi
+echo "vmtest: PASS on $*"
