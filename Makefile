@@ -10,11 +10,13 @@ BPF_GEN := internal/probe/nat_bpfel.go
 .PHONY: all deps generate build test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
 
 # Kernels the VM stage boots, all at once (scripts/vmtest/matrix.sh):
-# KERNEL[:SUITE], KERNEL a Debian series (the newest package of it), a
-# package name or a bzImage path. 6.1 runs the lab with each point's
+# KERNEL[:SUITES], KERNEL a Debian series (the newest package of it), a
+# package name or a bzImage path; SUITES as scripts/vmtest/run.sh lists
+# them. 6.1 runs the captures and the IPv4 busy lab with each point's
 # preferred method; 6.12, whose kernel allows every method of every point,
-# compares the methods. Adding a kernel is one word (its suite is all).
-VM_KERNELS ?= 6.1:lab 6.12:methods
+# compares the methods and runs the IPv6 busy lab, so that both guests take
+# about as long. Adding a kernel is one word (its suites are all).
+VM_KERNELS ?= 6.1:captures,busy-v4 6.12:methods,busy-v6
 # Other flavours, outside CI.
 VM_NIGHTLY_KERNELS ?= $(shell apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-cloud-amd64$$' 2>/dev/null | awk '{print $$1}' | sort -V | tail -1)
 

@@ -11,10 +11,14 @@
 #   linux-image-<series>.*-amd64 package), a package name, or a path to a
 #   bzImage whose kernel has the needed features built in (default 6.1).
 #   scripts/vmtest/matrix.sh boots several (VM_KERNELS in the Makefile).
-# VMTEST_SUITE chooses what the guest proves: "lab" (each point's preferred
-# method on this kernel: the captures, the probes, every lab scenario
-# beside the busy lab's background traffic), "methods" (every method of
-# each point reports the same facts) or "all" (both, the default).
+# VMTEST_SUITE chooses what the guest proves, a comma-separated list of:
+#   captures  each point's preferred method on this kernel: the probes, the
+#             captures of each point, IPv6, the rules, no residue
+#   busy-v4   every IPv4 lab scenario beside the busy lab's background
+#             traffic, unfiltered
+#   busy-v6   the same for the IPv6 scenarios
+#   methods   every method of each point reports the same facts
+# or "all" (the default).
 # VMTEST_RUN (-test.run patterns, space-separated) and VMTEST_COUNT run chosen tests
 # several times instead, to chase one that fails only sometimes;
 # VMTEST_TIMEOUT (seconds) bounds the guest.
@@ -28,18 +32,24 @@ TIMEOUT=${VMTEST_TIMEOUT:-3000}
 # busy lab runs unfiltered only: with no filter, every namespace watched and
 # background traffic, it checks everything the quiet lab (TestLab) and the
 # filtered runs check; those test the filter and the rules' tracing, which
-# no kernel method changes (CI's own kernel runs them all).
-LAB_TESTS='TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLabDown|TestNoResidue|TestReplayBadInput TestBusyLab/.*/unfiltered'
-METHODS_TESTS='TestProbes|TestMethods'
-case ${VMTEST_SUITE:-all} in
-lab) RUNS=$LAB_TESTS ;;
-methods) RUNS=$METHODS_TESTS ;;
-all) RUNS="$LAB_TESTS TestMethods" ;;
-*) echo "vmtest: unknown VMTEST_SUITE $VMTEST_SUITE (lab, methods or all)" >&2; exit 2 ;;
-esac
+# no kernel method changes (CI's own kernel runs them all). IPv4 scenario
+# names are the ones without a digit.
+declare -A SUITES=(
+	[captures]='TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLabDown|TestNoResidue|TestReplayBadInput'
+	[busy-v4]='TestBusyLab/^[a-z-]+$/unfiltered'
+	[busy-v6]='TestBusyLab/-v6/unfiltered'
+	[methods]='TestProbes|TestMethods'
+)
+SUITE=${VMTEST_SUITE:-all}
+[ "$SUITE" != all ] || SUITE=captures,busy-v4,busy-v6,methods
+RUNS=""
+for part in ${SUITE//,/ }; do
+	[ -n "${SUITES[$part]:-}" ] || { echo "vmtest: unknown suite $part (${!SUITES[*]} or all)" >&2; exit 2; }
+	RUNS+="${SUITES[$part]} "
+done
 RUNS=${VMTEST_RUN:-$RUNS}
-# Quoted for the guest's shell: the patterns hold | and *.
-RUNS=$(for r in $RUNS; do printf "'%s' " "$r"; done)
+# Quoted for the guest's shell: the patterns hold |, * and [.
+RUNS=$(set -f; for r in $RUNS; do printf "'%s' " "$r"; done)
 COUNT=${VMTEST_COUNT:-1}
 CACHE=.cache/vmtest
 mkdir -p "$CACHE"
@@ -168,7 +178,7 @@ if [ $rc -eq 124 ]; then
 	exit 1
 fi
 # Which method each point used on this kernel, for the CI log.
-tr -d '\r' < "$LOG" | sed -n '/^VMTEST: kernel/,/^VMTEST: running tests/p'
+tr -d '\r' < "$LOG" | sed -n '/VMTEST: kernel/,/VMTEST: running tests/p' | sed 's/.*VMTEST: kernel/VMTEST: kernel/'
 if grep -q "VMTEST RESULT: PASS" "$LOG"; then
 	grep -E "^(--- |ok|PASS|VMTEST RESULT)" "$LOG" | tr -d '\r'
 	echo "vmtest: PASS on $NAME in ${elapsed}s"
