@@ -5,12 +5,12 @@
 # machine's second core half idle; their outputs are shown one after the
 # other as they finish, each under its kernel's name.
 #
-# Usage: scripts/vmtest/matrix.sh KERNEL[:SUITE]...
-#   KERNEL as run.sh takes it (6.1, 6.12, a package, a bzImage); SUITE is
-#   run.sh's VMTEST_SUITE (lab, methods, all; default all).
+# Usage: scripts/vmtest/matrix.sh KERNEL[:SUITES]...
+#   KERNEL as run.sh takes it (6.1, 6.12, a package, a bzImage); SUITES is
+#   run.sh's VMTEST_SUITE (e.g. captures,busy-v4; default all).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -gt 0 ] || { echo "usage: $0 KERNEL[:SUITE]..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 KERNEL[:SUITES]..." >&2; exit 2; }
 OUT=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$OUT"' EXIT
 
