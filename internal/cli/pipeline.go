@@ -135,7 +135,7 @@ func newPipeline(o pipelineOptions) *pipeline {
 		p.w, p.showEvents = p.jw, true
 	case "text":
 		text = output.NewText(p.out, o.names)
-		text.Colour = p.out == os.Stdout && isTerminal(os.Stdout)
+		text.Colour = p.out == os.Stdout && colourOn(os.Stdout)
 		p.w = text
 	}
 	deferred := !p.showEvents

@@ -74,7 +74,7 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 	case "json":
 		l = zerolog.New(os.Stderr)
 	case "console":
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"})
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05", NoColor: !colourOn(os.Stderr)})
 	default:
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want console or json", g.logFormat)}
 	}
@@ -83,7 +83,7 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 
 func requireRoot(what string) error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s needs root (it loads eBPF programs): run it with sudo", what)
+		return fmt.Errorf("%s needs root (it loads eBPF programs): run it as root (or with sudo)", what)
 	}
 	return nil
 }

@@ -35,6 +35,13 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
+// colourOn says whether to colour what goes to f: only a terminal, and not
+// when the user set NO_COLOR (no-color.org), so that a file or a pipe never
+// carries escape codes.
+func colourOn(f *os.File) bool {
+	return os.Getenv("NO_COLOR") == "" && isTerminal(f)
+}
+
 type watchFlags struct {
 	netns     []string
 	duration  time.Duration
