@@ -42,7 +42,7 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		}
 		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d)}
 		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
-		how := "and not SNATed"
+		how := "and not SNATed, so"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {
 			fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
 			if translated(post) {
