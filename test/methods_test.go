@@ -110,9 +110,10 @@ func maskClientPorts(fact string) string {
 	})
 }
 
-// stepsTo returns the steps a point added to the connections to a
-// service (its address in the run's family and its port), each rendered
-// as a fact, one string per distinct fact, client ports masked.
+// stepsTo returns the steps a point added to the handshakes of the
+// connections to a service (its address in the run's family and its
+// port), each rendered as a fact, one string per distinct fact, client
+// ports masked.
 func stepsTo(point string, service func(lab.Family) string, port uint16, fact func(output.JSONPacket, output.JSONStep) string) func(r labRun) []string {
 	return func(r labRun) []string {
 		dst := service(r.family)
@@ -122,6 +123,12 @@ func stepsTo(point string, service func(lab.Family) string, port uint16, fact fu
 				continue
 			}
 			for _, p := range fl.Packets {
+				// How a connection ends (FIN or RST, how many ACKs) depends
+				// on timing under load, not on the method: the handshake's
+				// packets, each translated both ways, are compared.
+				if p.Label != "SYN" && p.Label != "SYN-ACK" {
+					continue
+				}
 				for _, s := range p.Steps {
 					if f := fact(p, s); s.Point == point && f != "" {
 						facts = append(facts, maskClientPorts(f))
