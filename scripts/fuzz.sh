@@ -4,9 +4,15 @@
 # `go test` replays it, and the correlator's promise that connections never
 # share a flow whatever addresses the kernel reuses (its inputs are seeds
 # of a generator; TestInterleavedConnectionsNeverShareAFlow replays 200).
+#
+# Each target is bounded by a count of executions (about 20 s here), not by
+# a duration: Go before 1.27 can fail a duration-bounded run with a bare
+# "context deadline exceeded" when a worker is still busy as the time runs
+# out (golang/go#75804), which made CI fail with no crasher to show.
 set -euo pipefail
-FUZZTIME=${FUZZTIME:-20s}
-go test -run '^$' -fuzz '^FuzzReader$' -fuzztime "$FUZZTIME" ./pkg/trace
+READER_EXECS=${READER_EXECS:-400000x}
+FLOW_EXECS=${FLOW_EXECS:-10000x}
+go test -run '^$' -fuzz '^FuzzReader$' -fuzztime "$READER_EXECS" ./pkg/trace
 cache="$(go env GOCACHE)/fuzz/github.com/nettrace-dev/nettrace/pkg/trace/FuzzReader"
 keep=pkg/trace/testdata/fuzz/FuzzReader
 mkdir -p "$keep"
@@ -14,4 +20,4 @@ if [ -d "$cache" ]; then
 	cp -n "$cache"/* "$keep"/ 2>/dev/null || true
 fi
 echo "fuzz: $(ls "$keep" | wc -l) corpus entries kept in $keep"
-go test -run '^$' -fuzz '^FuzzInterleavedConnectionsNeverShareAFlow$' -fuzztime "$FUZZTIME" ./pkg/flow
+go test -run '^$' -fuzz '^FuzzInterleavedConnectionsNeverShareAFlow$' -fuzztime "$FLOW_EXECS" ./pkg/flow
