@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -20,5 +21,39 @@ func TestRedirectedLogHasNoEscapeCodes(t *testing.T) {
 	}
 	if i := bytes.Index(stderr.Bytes(), []byte("\x1b[")); i >= 0 {
 		t.Errorf("escape code in a redirected log at byte %d:\n%q", i, stderr.String())
+	}
+}
+
+// On a terminal, watch keeps a status line on stderr (events a second,
+// flows open, findings, lost) and clears it before its summary; to a file
+// or a pipe it never writes one.
+func TestStatusLineOnlyOnATerminal(t *testing.T) {
+	ns := newNetns(t, "status")
+	args := []string{nettraceBin, "watch", "--netns", ns, "--duration", "3s", "port 1"}
+
+	redirected := exec.Command(args[0], args[1:]...)
+	var stderr bytes.Buffer
+	redirected.Stderr = &stderr
+	if err := redirected.Run(); err != nil {
+		t.Fatalf("nettrace watch: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "events/s") || strings.Contains(stderr.String(), "\x1b[") {
+		t.Errorf("a status line in a redirected stderr:\n%q", stderr.String())
+	}
+
+	// script(1) runs watch on a terminal of its own and copies what it
+	// shows.
+	out, err := exec.Command("script", "--quiet", "--return", "--command", strings.Join(args, " "), "/dev/null").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nettrace watch on a terminal: %v\n%q", err, out)
+	}
+	shown := string(out)
+	status := strings.LastIndex(shown, "events/s")
+	summary := strings.Index(shown, "nettrace: 0 events in")
+	if status < 0 || summary < 0 {
+		t.Fatalf("want a status line, then the summary; the terminal showed:\n%q", shown)
+	}
+	if status > summary || !strings.Contains(shown[status:summary], "\r\x1b[K") {
+		t.Errorf("the status line is not cleared before the summary:\n%q", shown)
 	}
 }

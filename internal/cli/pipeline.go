@@ -5,7 +5,9 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
@@ -14,6 +16,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
+	"github.com/spf13/pflag"
 )
 
 // pipeline is what watch, record and replay share: each event is counted,
@@ -57,6 +60,12 @@ type pipeline struct {
 	texts pool[[]byte]
 	// showErr is the first error of writing flows on their goroutine.
 	showErr error
+	// brief, when healthy flows are shown as one line, bounds how many
+	// such lines are written a second.
+	brief *briefLines
+	// found counts the findings so far, for the status line (findings is
+	// the writing goroutine's).
+	found atomic.Uint64
 }
 
 // endedFlow is a finished flow on its way to be explained: the n-th to end.
@@ -94,6 +103,7 @@ func (p pool[T]) put(v T) {
 
 type pipelineOptions struct {
 	format     string // text, json or none
+	timelines  output.Timelines
 	events     bool
 	limit      uint64
 	flowIdle   time.Duration
@@ -102,6 +112,9 @@ type pipelineOptions struct {
 	names      output.Names
 	recorder   *trace.Writer
 	stdout     io.Writer // where flows and events go; os.Stdout if nil
+	// status, when watch shows one on the terminal, is erased before each
+	// write to stdout.
+	status *statusLine
 	// rulesets receives the namespaces' rulesets (addRuleset), which the
 	// names then give to the findings; nil when none are read.
 	rulesets    *ruleset.History
@@ -128,6 +141,9 @@ func newPipeline(o pipelineOptions) *pipeline {
 	if p.out == nil {
 		p.out = os.Stdout
 	}
+	if o.status != nil {
+		p.out = statusGuard{p.out, o.status}
+	}
 	var text *output.Text
 	switch o.format {
 	case "json":
@@ -135,7 +151,11 @@ func newPipeline(o pipelineOptions) *pipeline {
 		p.w, p.showEvents = p.jw, true
 	case "text":
 		text = output.NewText(p.out, o.names)
-		text.Colour = p.out == os.Stdout && colourOn(os.Stdout)
+		text.Colour = o.stdout == nil && colourOn(os.Stdout)
+		text.Timelines = o.timelines
+		if o.timelines == output.TimelinesBrief {
+			p.brief = &briefLines{}
+		}
 		p.w = text
 	}
 	deferred := !p.showEvents
@@ -229,18 +249,99 @@ func (p *pipeline) writeRendered() {
 			next++
 			if y.rule != "" {
 				p.findings[y.rule]++
+				p.found.Add(1)
 			}
 			if y.text == nil {
 				continue
 			}
-			if _, err := p.out.Write(y.text); err != nil && p.showErr == nil {
-				p.showErr = err
+			if p.brief != nil {
+				p.write(p.brief.held(time.Now(), y.rule != ""))
+				if y.rule == "" && !p.brief.allow() {
+					continue
+				}
 			}
+			p.write(y.text)
 			if cap(y.text) <= maxKeptText {
 				p.texts.put(y.text)
 			}
 		}
 	}
+}
+
+func (p *pipeline) write(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if _, err := p.out.Write(b); err != nil && p.showErr == nil {
+		p.showErr = err
+	}
+}
+
+// statusGuard writes to a terminal the status line is also on.
+type statusGuard struct {
+	w      io.Writer
+	status *statusLine
+}
+
+func (g statusGuard) Write(b []byte) (n int, err error) {
+	g.status.around(func() { n, err = g.w.Write(b) })
+	return n, err
+}
+
+// timelinesValue is the --timelines flag of the commands that show flows.
+type timelinesValue struct{ t *output.Timelines }
+
+func (v timelinesValue) String() string { return v.t.String() }
+func (v timelinesValue) Type() string   { return "brief|findings|all" }
+func (v timelinesValue) Set(s string) (err error) {
+	*v.t, err = output.ParseTimelines(s)
+	return err
+}
+
+// timelinesFlag adds --timelines to a command's flags.
+func timelinesFlag(fl *pflag.FlagSet, t *output.Timelines) {
+	fl.Var(timelinesValue{t}, "timelines", "text: flows without a finding shown as one line each, at most "+
+		strconv.Itoa(briefLinesPerSecond)+" a second, the rest counted (brief); not at all (findings); or whole, as flows with one (all)")
+}
+
+// briefLinesPerSecond is about as many lines a second as a reader can
+// follow.
+const briefLinesPerSecond = 20
+
+// briefLines bounds the one-line healthy flows written a second: past
+// briefLinesPerSecond they are counted, and the count is written when
+// the second is over (or before a finding, or at the end).
+type briefLines struct {
+	second  time.Time
+	written int
+	unshown uint64
+}
+
+// held returns the line counting the flows not shown, when it is due:
+// the second it counts is over, or a finding or the end comes next
+// (flush).
+func (l *briefLines) held(now time.Time, flush bool) []byte {
+	if now.Sub(l.second) >= time.Second {
+		l.second, l.written = now, 0
+	} else if !flush {
+		return nil
+	}
+	if l.unshown == 0 {
+		return nil
+	}
+	line := fmt.Appendf(nil, "... and %d more flows without a finding (--timelines all shows each)\n", l.unshown)
+	l.unshown = 0
+	return line
+}
+
+// allow says whether a healthy flow's line is written, counting it if not.
+func (l *briefLines) allow() bool {
+	if l.written < briefLinesPerSecond {
+		l.written++
+		return true
+	}
+	l.unshown++
+	return false
 }
 
 // explain explains a finished flow.
@@ -256,6 +357,7 @@ func (p *pipeline) explain(f *flow.Flow) *explain.Finding {
 func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	if fd != nil {
 		p.findings[fd.Rule]++
+		p.found.Add(1)
 	}
 	if len(f.Packets) == 0 || p.w == nil {
 		return nil
@@ -320,6 +422,9 @@ func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.S
 	if p.ended != nil {
 		close(p.ended)
 		<-p.shown
+		if p.brief != nil {
+			p.write(p.brief.held(time.Now(), true))
+		}
 		p.fail(p.showErr)
 	}
 	sum := output.Summary{Events: p.counts, Lost: lost, Duration: d, Flows: p.corr.Stats(), Findings: p.findings}

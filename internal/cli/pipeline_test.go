@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
@@ -42,6 +44,7 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 
 	var want bytes.Buffer
 	text := output.NewText(&want, names)
+	text.Timelines = output.TimelinesAll
 	c := flow.New(flow.DefaultConfig)
 	wantFindings := map[string]uint64{}
 	show := func(f *flow.Flow) {
@@ -66,7 +69,7 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 	c.Flush(show)
 
 	var got bytes.Buffer
-	p := newPipeline(pipelineOptions{format: "text", names: names, stdout: &got})
+	p := newPipeline(pipelineOptions{format: "text", timelines: output.TimelinesAll, names: names, stdout: &got})
 	if p.ended == nil {
 		t.Fatal("text flows without events are not shown on their own goroutines")
 	}
@@ -103,4 +106,76 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// With brief timelines, a flow with a finding is shown whole and the
+// healthy ones as one line each, at most briefLinesPerSecond a second:
+// the rest are counted in a line of their own, and nothing is lost from
+// the count. With findings, healthy flows are not shown at all.
+func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
+	// 100 healthy connections, then 10 that fail.
+	var events []event.Event
+	for c := 0; c < 110; c++ {
+		seq := fixture.SNATMissing(true)
+		if c >= 100 {
+			seq = fixture.NoListener()
+		}
+		for _, e := range seq {
+			fixture.Repeat(&e, c, 50_000_000)
+			events = append(events, e)
+		}
+	}
+	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	for _, tc := range []struct {
+		timelines output.Timelines
+		shown     int // healthy flows shown
+	}{
+		{output.TimelinesBrief, briefLinesPerSecond},
+		{output.TimelinesFindings, 0},
+	} {
+		t.Run(tc.timelines.String(), func(t *testing.T) {
+			var got bytes.Buffer
+			p := newPipeline(pipelineOptions{format: "text", timelines: tc.timelines, names: names, stdout: &got})
+			for i := range events {
+				p.event(&events[i])
+			}
+			sum := p.finish(nil, 0)
+			if p.err != nil {
+				t.Fatal(p.err)
+			}
+			var findings, oneLine, counted int
+			for _, line := range strings.Split(got.String(), "\n") {
+				switch {
+				case strings.HasPrefix(line, "flow ") && strings.Contains(line, " ms: "):
+					oneLine++
+				case strings.HasPrefix(line, "... and "):
+					n, err := strconv.Atoi(strings.Fields(line)[2])
+					if err != nil {
+						t.Fatalf("count line %q: %v", line, err)
+					}
+					counted += n
+				case strings.HasPrefix(line, "  ") && strings.Contains(line, ": ") && !strings.HasPrefix(line, "   "):
+					for rule := range sum.Findings {
+						if strings.HasPrefix(line, "  "+rule+": ") {
+							findings++
+						}
+					}
+				}
+			}
+			var found uint64
+			for _, n := range sum.Findings {
+				found += n
+			}
+			healthy := int(sum.Flows.Flows - found)
+			if findings != int(found) || found != 10 || healthy != 100 {
+				t.Errorf("%d findings shown, %d found, %d healthy flows; want 10 findings shown, 100 healthy", findings, found, healthy)
+			}
+			if oneLine != tc.shown {
+				t.Errorf("%d healthy flows shown as one line, want %d", oneLine, tc.shown)
+			}
+			if tc.timelines == output.TimelinesBrief && oneLine+counted != healthy {
+				t.Errorf("%d healthy flows shown and %d counted, of %d", oneLine, counted, healthy)
+			}
+		})
+	}
 }

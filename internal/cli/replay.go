@@ -72,6 +72,7 @@ func streamErr(s *trace.Stream) error {
 
 func newReplayCommand(g *globalFlags) *cobra.Command {
 	var format string
+	var timelines output.Timelines
 	var events bool
 	var flowIdle time.Duration
 	var maxFlows, maxPackets int
@@ -86,6 +87,7 @@ time. FILTER narrows the replay as watch's filter would have.
 A recording cut off while it was written (crash, full disk) replays up to
 its last complete record; replay then says where it ends and exits with 3.`,
 		Example: `  nettrace replay incident.ntrace
+  nettrace replay --timelines all incident.ntrace 'port 80'
   nettrace replay node1.ntrace node2.ntrace -o json 'host 10.96.0.10'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -109,7 +111,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			}
 			defer closeAll()
 			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace}
-			p := newPipeline(pipelineOptions{format: format, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names})
+			p := newPipeline(pipelineOptions{format: format, timelines: timelines, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names})
 			follow := filter.NewFollower(prog)
 			var first, last uint64
 			n := 0
@@ -138,6 +140,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&format, "output", "o", "text", "output format: text or json")
+	timelinesFlag(fl, &timelines)
 	fl.BoolVar(&events, "events", false, "text: also print every event (json always has them)")
 	fl.DurationVar(&flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
 	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")

@@ -47,6 +47,7 @@ type watchFlags struct {
 	duration  time.Duration
 	count     uint64
 	format    string
+	timelines output.Timelines
 	readyFile string
 	ringSize  uint32
 	methods   []string
@@ -82,9 +83,10 @@ func newWatchCommand(g *globalFlags) *cobra.Command {
 		Long: `watch attaches every observation point and follows the packets matching
 FILTER, a pcap-filter style expression evaluated in the kernel. A packet
 that matched is followed after NAT or encapsulation change its tuple, and
-so is its reply, through its conntrack entry. Each flow is shown as a
-timeline when it ends, with the explanation of what went wrong, if
-anything did.
+so is its reply, through its conntrack entry. When a flow ends, what went
+wrong is explained, and the flow is shown as a timeline of what the kernel
+did to each of its packets; a flow where nothing went wrong is one line
+(--timelines all shows it whole, --timelines findings not at all).
 
 FILTER: host, net, port, portrange, src/dst, tcp, udp, icmp, ip,
 and/or/not (&&, ||, !), parentheses. Empty: every IPv4 packet.
@@ -105,6 +107,7 @@ namespace, whose chains mark the packets FILTER selects for tracing
 nettrace exits, even when it is killed; nothing else in any ruleset
 changes. Without --rules nothing in any ruleset changes at all.`,
 		Example: `  nettrace watch 'tcp and host 10.96.0.10 and port 80'
+  nettrace watch --timelines findings 'net 10.244.0.0/16'
   nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > trace.jsonl
   nettrace watch -w incident.ntrace --duration 30s 'port 30285'
   nettrace watch --rules 'tcp and dst port 30285'`,
@@ -119,6 +122,7 @@ changes. Without --rules nothing in any ruleset changes at all.`,
 	fl := cmd.Flags()
 	captureFlags(fl, &f)
 	fl.StringVarP(&f.format, "output", "o", "text", "output format: text or json")
+	timelinesFlag(fl, &f.timelines)
 	fl.BoolVar(&f.events, "events", false, "text: also print every event as it arrives (json always has them)")
 	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
 	fl.IntVar(&f.maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
@@ -291,7 +295,12 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 			rulesChanged = tracer.Invalidate
 		}
 	}
-	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, p: newPipeline(pipelineOptions{format: f.format, events: f.events,
+	// A status line only where a person watches: stderr a terminal.
+	var status *statusLine
+	if isTerminal(os.Stderr) {
+		status = &statusLine{w: os.Stderr}
+	}
+	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, status: status, p: newPipeline(pipelineOptions{status: status, format: f.format, timelines: f.timelines, events: f.events,
 		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec,
 		rulesets: &rulesets, ruleChanges: ruleChanges, ruleTraces: traced, rulesChanged: rulesChanged})}
 	for _, s := range firstRulesets {
@@ -328,6 +337,9 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	}
 	start := time.Now()
 	err = run.loop()
+	if status != nil {
+		status.clear()
+	}
 	lost, lerr := tr.Lost()
 	if lerr != nil {
 		log.Warn().Err(lerr).Msg("lost counters unavailable")
@@ -406,6 +418,39 @@ type watchRun struct {
 	log       zerolog.Logger
 	p         *pipeline
 	sig       chan os.Signal // SIGINT and SIGTERM
+	// status is the terminal's status line (nil when stderr is not a
+	// terminal), drawn every statusEvery from what was counted since.
+	status      *statusLine
+	statusAt    time.Time
+	statusStart time.Time
+	statusTotal uint64
+}
+
+const statusEvery = time.Second
+
+// refreshStatus redraws the status line when it is due.
+func (r *watchRun) refreshStatus() {
+	if r.status == nil {
+		return
+	}
+	now := time.Now()
+	if r.statusStart.IsZero() {
+		r.statusStart, r.statusAt = now, now
+		return
+	}
+	elapsed := now.Sub(r.statusAt)
+	if elapsed < statusEvery {
+		return
+	}
+	var lost uint64
+	if perPoint, err := r.tr.Lost(); err == nil {
+		for _, n := range perPoint {
+			lost += n
+		}
+	}
+	rate := float64(r.p.total-r.statusTotal) / elapsed.Seconds()
+	r.status.show(statusText(rate, r.p.corr.Stats().Active, r.p.found.Load(), lost, now.Sub(r.statusStart)))
+	r.statusAt, r.statusTotal = now, r.p.total
 }
 
 const tick = 100 * time.Millisecond
@@ -423,6 +468,9 @@ func (r *watchRun) loop() error {
 		if !stopping {
 			select {
 			case s := <-r.sig:
+				if r.status != nil {
+					r.status.clear()
+				}
 				r.log.Info().Str("signal", s.String()).Msg("stopping")
 				stopping = true
 			default:
@@ -463,6 +511,7 @@ func (r *watchRun) loop() error {
 			// idle by the clock may have its next events there.
 			if time.Since(lastTick) >= tick {
 				r.p.tick(ev.Time)
+				r.refreshStatus()
 				lastTick = time.Now()
 			}
 			if r.p.err != nil {
@@ -483,6 +532,7 @@ func (r *watchRun) loop() error {
 			return r.p.err
 		}
 		r.p.tick(kernel.MonotonicNow())
+		r.refreshStatus()
 		lastTick = time.Now()
 		if r.rescan != nil && time.Since(lastRescan) > time.Second {
 			r.rescan()

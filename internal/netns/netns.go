@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,10 @@ import (
 
 // RunDir is where iproute2 and CNI plugins bind-mount named namespaces.
 const RunDir = "/run/netns"
+
+// runDirs are the places named namespaces are found: RunDir, and the
+// /var/run/netns of hosts where /var/run is not a link to /run.
+var runDirs = []string{RunDir, "/var/run/netns"}
 
 // Target is one network namespace.
 type Target struct {
@@ -40,17 +45,21 @@ func selfName(ino uint32) string {
 	return "self"
 }
 
-// Named lists the namespaces under RunDir.
+// Named lists the namespaces under /run/netns and /var/run/netns.
 func Named() []Target {
-	entries, err := os.ReadDir(RunDir)
-	if err != nil {
-		return nil
-	}
 	var out []Target
-	for _, e := range entries {
-		p := filepath.Join(RunDir, e.Name())
-		if ino, err := inode(p); err == nil {
-			out = append(out, Target{Name: e.Name(), Path: p, Inode: ino})
+	seen := map[uint32]bool{}
+	for _, dir := range runDirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if ino, err := inode(p); err == nil && !seen[ino] {
+				seen[ino] = true
+				out = append(out, Target{Name: e.Name(), Path: p, Inode: ino})
+			}
 		}
 	}
 	return out
@@ -65,16 +74,63 @@ func current() (Target, error) {
 	return Target{Name: selfName(ino), Path: "/proc/self/ns/net", Inode: ino}, nil
 }
 
-func processes() []Target {
+// processes lists the namespaces processes are in for which want is true,
+// one target per namespace, named after the process that best tells what
+// lives there (see better). A node has thousands of processes: only those
+// in a wanted namespace have their name read.
+func processes(want func(ino uint32) bool) []Target {
 	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	byInode := map[uint32]int{}
 	var out []Target
 	for _, p := range procs {
-		if ino, err := inode(p); err == nil {
-			pid := strings.Split(p, "/")[2]
-			out = append(out, Target{Name: "pid:" + pid, Path: p, Inode: ino})
+		ino, err := inode(p)
+		if err != nil || !want(ino) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
+		t := Target{Name: processName(pid), Path: p, Inode: ino}
+		if i, ok := byInode[ino]; !ok {
+			byInode[ino] = len(out)
+			out = append(out, t)
+		} else if better(t.Name, out[i].Name) {
+			out[i] = t
 		}
 	}
 	return out
+}
+
+// processName is "comm[pid]", as ps and the kernel's own messages name a
+// process.
+func processName(pid int) string {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return "pid:" + strconv.Itoa(pid)
+	}
+	return strings.TrimSpace(string(comm)) + "[" + strconv.Itoa(pid) + "]"
+}
+
+// better says whether process name a tells more of its namespace than b:
+// a Kubernetes pod's namespace is held by its sandbox's "pause", which
+// names no workload, so any other process wins over it; otherwise the
+// lower pid wins (the process that made the namespace, or its oldest
+// child), so that a name stays the same while the namespace lives.
+func better(a, b string) bool {
+	aPause, bPause := strings.HasPrefix(a, "pause["), strings.HasPrefix(b, "pause[")
+	if aPause != bPause {
+		return bPause
+	}
+	return pidOf(a) < pidOf(b)
+}
+
+func pidOf(name string) int {
+	i := strings.LastIndexByte(name, '[')
+	if i < 0 {
+		_, n, _ := strings.Cut(name, ":")
+		pid, _ := strconv.Atoi(n)
+		return pid
+	}
+	pid, _ := strconv.Atoi(strings.TrimSuffix(name[i+1:], "]"))
+	return pid
 }
 
 // Resolve turns --netns values into namespaces, deduplicated by inode. No
@@ -98,7 +154,7 @@ func Resolve(specs []string) ([]Target, error) {
 		case s == "all":
 			found = append(found, self)
 			found = append(found, Named()...)
-			found = append(found, processes()...)
+			found = append(found, processes(func(uint32) bool { return true })...)
 		default:
 			p := s
 			if !strings.Contains(s, "/") {
@@ -163,7 +219,12 @@ func NewNamer(targets []Target) *Namer {
 	return n
 }
 
-// Name returns a namespace's name, rescanning RunDir once for an unknown one.
+// Name returns a namespace's name. An unknown namespace (one made since
+// the run began) is looked for under the named-namespace directories, then
+// among the processes' namespaces (a container's or a CNI's cni-<uuid>,
+// which has no useful name, is named by the process in it, "nginx[4121]"),
+// and is its inode only when neither has it: it has no process left.
+// Whatever it is called the first time, it keeps for the run.
 func (n *Namer) Name(ino uint32) string {
 	if ino == 0 {
 		return ""
@@ -173,10 +234,9 @@ func (n *Namer) Name(ino uint32) string {
 	if s, ok := n.names[ino]; ok {
 		return s
 	}
-	for _, t := range Named() {
-		if _, ok := n.names[t.Inode]; !ok {
-			n.names[t.Inode] = t.Name
-		}
+	n.learn(Named())
+	if _, ok := n.names[ino]; !ok {
+		n.learn(processes(func(ino uint32) bool { _, known := n.names[ino]; return !known }))
 	}
 	s, ok := n.names[ino]
 	if !ok {
@@ -184,4 +244,13 @@ func (n *Namer) Name(ino uint32) string {
 		n.names[ino] = s
 	}
 	return s
+}
+
+// learn names the targets' namespaces that have no name yet.
+func (n *Namer) learn(targets []Target) {
+	for _, t := range targets {
+		if _, ok := n.names[t.Inode]; !ok {
+			n.names[t.Inode] = t.Name
+		}
+	}
 }

@@ -33,6 +33,10 @@ type JSONPacket struct {
 	Tuple     *JSONTuple `json:"tuple"`
 	Steps     []JSONStep `json:"steps"`
 	End       string     `json:"end"`
+	// Ordinary, for a packet the kernel freed without a reason in its
+	// ordinary work, says what that was (explain.Ordinary); End and the
+	// drop step keep the kernel's own words.
+	Ordinary string `json:"ordinary,omitempty"`
 }
 
 // JSONFlow is the schema of {"type":"flow"} objects.
@@ -128,10 +132,11 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
 		Unkept: f.Unkept}
 	client := f.Tuple()
-	for _, p := range f.Packets {
+	for k, p := range f.Packets {
 		t := firstTuple(p)
 		dir := direction(client, t, p)
-		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p)}
+		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p),
+			Ordinary: explain.Ordinary(f, k, n)}
 		rules := explain.PacketNATRules(n, p)
 		for i := range p.Events {
 			s := n.step(&p.Events[i], f.Start)

@@ -19,7 +19,37 @@ type Text struct {
 	ctIDs map[uint64]int // conntrack addresses shown as short numbers
 	// Colour marks drops and findings with ANSI colours (for a terminal).
 	Colour bool
-	tl     timeline
+	// Timelines says how much of a flow without a finding is shown.
+	Timelines Timelines
+	tl        timeline
+}
+
+// Timelines is how much of the flows without a finding text output shows:
+// on a busy node thousands of healthy flows would scroll the one that
+// failed off the screen. A flow with a finding is always shown whole.
+type Timelines int
+
+const (
+	// TimelinesBrief shows a healthy flow as one line.
+	TimelinesBrief Timelines = iota
+	// TimelinesFindings shows flows with a finding only.
+	TimelinesFindings
+	// TimelinesAll shows every flow whole.
+	TimelinesAll
+)
+
+var timelinesNames = []string{TimelinesBrief: "brief", TimelinesFindings: "findings", TimelinesAll: "all"}
+
+func (t Timelines) String() string { return timelinesNames[t] }
+
+// ParseTimelines reads a --timelines value.
+func ParseTimelines(s string) (Timelines, error) {
+	for i, n := range timelinesNames {
+		if n == s {
+			return Timelines(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: want brief, findings or all", s)
 }
 
 // NewText returns a text writer.
@@ -162,7 +192,11 @@ func WriteSummary(w io.Writer, s Summary) {
 		}
 		lost += s.Lost[p]
 	}
-	fmt.Fprintf(w, "nettrace: %d events in %s (%s); %d lost", total, s.Duration.Round(1e6), strings.Join(parts, ", "), lost)
+	perPoint := ""
+	if len(parts) > 0 {
+		perPoint = " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintf(w, "nettrace: %d events in %s%s; %d lost", total, s.Duration.Round(1e6), perPoint, lost)
 	if lost > 0 {
 		var lp []string
 		for _, p := range event.Points {

@@ -43,41 +43,45 @@ func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
 // Copy returns a Text with the same settings and buffers of its own, for
 // another goroutine to render flows with (AppendFlow) at the same time.
 func (t *Text) Copy() *Text {
-	return &Text{w: t.w, names: t.names, ctIDs: map[uint64]int{}, Colour: t.Colour}
+	return &Text{w: t.w, names: t.names, ctIDs: map[uint64]int{}, Colour: t.Colour, Timelines: t.Timelines}
 }
 
-// AppendFlow appends the timeline Flow writes to b.
+// AppendFlow appends the timeline Flow writes to b: nothing, or one line,
+// for a flow without a finding when Timelines says so.
 func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 	c := noColours
 	if t.Colour {
 		c = colours
 	}
+	if fd == nil && t.Timelines == TimelinesFindings {
+		return b
+	}
+	b = t.appendHeader(b, f, c)
+	if fd == nil && t.Timelines == TimelinesBrief {
+		b = append(b, ": "...)
+		last := len(f.Packets) - 1
+		if ordinary := explain.Ordinary(f, last, t.names); ordinary != "" {
+			return append(append(b, ordinary...), '\n')
+		}
+		return append(append(b, t.names.PacketEnd(f.Packets[last])...), '\n')
+	}
+	b = append(b, '\n')
 	tl := &t.tl
 	if tl.seen == nil {
 		tl.seen = map[string]int{}
 	}
 	clear(tl.seen)
-	ft := f.Tuple()
-	b = append(b, c.bold...)
-	b = append(b, "flow "...)
-	b = strconv.AppendUint(b, f.ID, 10)
-	b = append(b, "  "...)
-	b = append(b, event.ProtoName(ft.Proto)...)
-	b = append(b, ' ')
-	b = appendAddrPorts(b, ft)
-	b = append(b, c.reset...)
-	b = append(b, "  "...)
-	b = t.names.wall(f.Start).AppendFormat(b, "15:04:05.000")
-	b = append(b, ", "...)
-	b = strconv.AppendInt(b, int64(len(f.Packets)), 10)
-	b = append(b, " packets, "...)
-	b = strconv.AppendFloat(b, float64(f.End-f.Start)/1e6, 'f', 1, 64)
-	b = append(b, " ms\n"...)
 	client := f.Tuple()
 	for i, p := range f.Packets {
 		pt := firstTuple(p)
 		dir, label, end := direction(client, pt, p), packetLabel(pt), t.names.PacketEnd(p)
 		tl.describe(t.names, p)
+		ordinary := explain.Ordinary(f, i, t.names)
+		if ordinary != "" {
+			last := len(p.Events) - 1
+			tl.what[last], tl.shown[last] = "not a loss: "+ordinary, true
+			end = "consumed in " + t.names.netns(p.Last().Netns) + " (ordinary)"
+		}
 		tl.sig = append(append(append(tl.sig[:0], dir...), label...), end...)
 		for k := range p.Events {
 			e := &p.Events[k]
@@ -126,7 +130,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 			}
 			b = pad(b, mark, 17)
 			b = append(b, ' ')
-			if e.Point == event.PointDrop {
+			if e.Point == event.PointDrop && (ordinary == "" || k < len(p.Events)-1) {
 				b = append(append(append(b, c.red...), tl.what[k]...), c.reset...)
 			} else {
 				b = append(b, tl.what[k]...)
@@ -152,6 +156,31 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 		}
 	}
 	return append(b, '\n')
+}
+
+// appendHeader appends a flow's first line, without its newline: "flow 12
+// tcp 10.0.0.1:40000 > 10.96.0.10:80  15:04:05.000, 7 packets, 3.1 ms".
+func (t *Text) appendHeader(b []byte, f *flow.Flow, c palette) []byte {
+	ft := f.Tuple()
+	b = append(b, c.bold...)
+	b = append(b, "flow "...)
+	b = strconv.AppendUint(b, f.ID, 10)
+	b = append(b, "  "...)
+	b = append(b, event.ProtoName(ft.Proto)...)
+	b = append(b, ' ')
+	b = appendAddrPorts(b, ft)
+	b = append(b, c.reset...)
+	b = append(b, "  "...)
+	b = t.names.wall(f.Start).AppendFormat(b, "15:04:05.000")
+	b = append(b, ", "...)
+	b = strconv.AppendInt(b, int64(len(f.Packets)), 10)
+	if len(f.Packets) == 1 {
+		b = append(b, " packet, "...)
+	} else {
+		b = append(b, " packets, "...)
+	}
+	b = strconv.AppendFloat(b, float64(f.End-f.Start)/1e6, 'f', 1, 64)
+	return append(b, " ms"...)
 }
 
 // stepIndent puts a line under a step's "what" column.

@@ -25,15 +25,51 @@ func noReply(f *flow.Flow, n Names) *Finding {
 		return nil
 	}
 	t := packetTuple(last)
-	summary := fmt.Sprintf("SYN %s -> %s was sent %d times and nothing came back; it was last seen on %s (%s %s)",
-		src(f.Tuple()), dst(f.Tuple()), syns, where(n, last), last.Point, lastStep(last))
+	summary := fmt.Sprintf("SYN %s -> %s was sent %d times and nothing came back; it was last seen %s",
+		src(f.Tuple()), dst(f.Tuple()), syns, lastSeen(n, f, last))
 	if t != f.Tuple() && (t.Dst != f.Tuple().Dst || t.Dport != f.Tuple().Dport) {
 		summary += fmt.Sprintf(", addressed to %s", dst(t))
 	}
 	return &Finding{
 		Summary:  summary + ".",
-		Evidence: []Evidence{evidence(n, last, "SYN last seen on %s", where(n, last))},
+		Evidence: []Evidence{evidence(n, last, "SYN last seen %s", lastSeen(n, f, last))},
 	}
+}
+
+// lastSeen says where and how a packet was last seen: "on n1/eth0 (dev
+// tx)". A drop past the devices (a socket's, in TCP's receive path) has
+// no device and often no namespace of its own: its packet's earlier
+// steps say where it was.
+func lastSeen(n Names, f *flow.Flow, last *event.Event) string {
+	if last.Point != event.PointDrop {
+		return fmt.Sprintf("on %s (%s %s)", where(n, last), last.Point, lastStep(last))
+	}
+	at := fmt.Sprintf("dropped (%s at %s)", n.ReasonName(last.Drop.Reason), n.SymbolName(last.Drop.Location))
+	if w := where(n, last); w != "" && last.Ifname.String() != "" {
+		return at + " on " + w
+	}
+	if before := placeBefore(f, last); before != nil {
+		return fmt.Sprintf("%s in %s, past its devices (last: %s)", at, n.NetnsName(before.Netns), where(n, before))
+	}
+	return at + ", past its devices"
+}
+
+// placeBefore returns the last event with a device before e in e's
+// packet.
+func placeBefore(f *flow.Flow, e *event.Event) *event.Event {
+	for _, p := range f.Packets {
+		var found *event.Event
+		for i := range p.Events {
+			c := &p.Events[i]
+			if c == e {
+				return found
+			}
+			if c.Ifname.String() != "" {
+				found = c
+			}
+		}
+	}
+	return nil
 }
 
 func lastStep(e *event.Event) string {
