@@ -366,15 +366,33 @@ func checkServicePaths(t *testing.T, r labRun, _ bool) {
 	for _, ep := range []struct{ pod, snat, dev string }{{f.Pod1, f.Bridge1, "cni0"}, {f.Pod2, f.VTEP1, f.Tunnel}} {
 		dnat := r.require(t, "the DNAT to "+ep.pod, func(e output.JSONEvent) bool {
 			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
-				e.Pre.Dst == f.PathsService && e.Tuple.Dst == ep.pod
+				e.Pre.Dst == f.PathsService && e.Tuple.Dst == ep.pod && slices.Equal(e.Translations, []string{"dnat"})
 		})
 		if !reroutedVia(r.events, dnat, ep.dev) {
 			t.Errorf("the DNAT to %s was not re-routed out of %s", ep.pod, ep.dev)
 		}
 		r.require(t, "the MASQUERADE to "+ep.snat+" for "+ep.pod, func(e output.JSONEvent) bool {
 			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Translated &&
-				e.Tuple.Dst == ep.pod && e.Tuple.Src == ep.snat && e.CT != nil && hasString(e.CT.Status, "SRC_NAT")
+				e.Tuple.Dst == ep.pod && e.Tuple.Src == ep.snat && e.CT != nil && hasString(e.CT.Status, "SRC_NAT") &&
+				slices.Equal(e.Translations, []string{"snat"})
 		})
+		// The reply's reverse translations, each named for what it
+		// undoes: the masquerade as it comes in, the DNAT as it is
+		// delivered to the client.
+		r.require(t, "the reply from "+ep.pod+" un-SNATed back to the client", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Pre != nil && e.Pre.Src == ep.pod && e.Pre.Dst == ep.snat &&
+				e.Tuple.Dst == f.Node1 && slices.Equal(e.Translations, []string{"unsnat"})
+		})
+		r.require(t, "the reply from "+ep.pod+" un-DNATed back to the Service", func(e output.JSONEvent) bool {
+			return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Pre != nil && e.Pre.Src == ep.pod && e.Tuple.Src == f.PathsService &&
+				e.Tuple.Sport == 80 && slices.Equal(e.Translations, []string{"undnat"})
+		})
+		for _, want := range []string{"reply restored: " + f.HostPort(ep.pod, lab.PodPort) + " -> " + service + " (undoes the DNAT at OUTPUT)",
+			"(undoes the SNAT at POSTROUTING)"} {
+			if !timelineHas(r.flows, want) {
+				t.Errorf("no timeline step contains %q", want)
+			}
+		}
 		if r.native {
 			// Each first SYN's DNAT step names kube-proxy's endpoint rule.
 			steps := 0

@@ -3,6 +3,7 @@ package output
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -16,29 +17,38 @@ func addrPort(t event.Tuple, source bool) string {
 	return string(appendAddrPort(b[:0], t.Dst, t.Dport))
 }
 
-// Step says in a few words what one event did to its packet.
-func (n Names) Step(e *event.Event) string {
+// Step says in a few words what one event did to its packet. The flow
+// (nil when unknown) names the hook of the request's translation a
+// reply's undoes.
+func (n Names) Step(f *flow.Flow, e *event.Event) string {
 	switch e.Point {
 	case event.PointNAT:
 		if e.Flags&event.FlagPre == 0 {
 			return "NAT hook (state before unknown)"
 		}
 		pre, post := e.NAT.Pre, e.Tuple
-		dnat := pre.Dst != post.Dst || pre.Dport != post.Dport
-		snat := pre.Src != post.Src || pre.Sport != post.Sport
-		if !dnat && !snat {
+		var parts []string
+		for _, t := range []event.Translation{event.TranslationDNAT, event.TranslationSNAT, event.TranslationUnDNAT, event.TranslationUnSNAT} {
+			if e.Translation()&t == 0 {
+				continue
+			}
+			switch t {
+			case event.TranslationDNAT:
+				parts = append(parts, "DNAT "+addrPort(pre, false)+" -> "+addrPort(post, false))
+			case event.TranslationSNAT:
+				parts = append(parts, "SNAT "+addrPort(pre, true)+" -> "+addrPort(post, true))
+			case event.TranslationUnDNAT:
+				parts = append(parts, "reply restored: "+addrPort(pre, true)+" -> "+addrPort(post, true)+
+					" (undoes the DNAT"+requestHook(f, e.Netns, event.TranslationDNAT)+")")
+			case event.TranslationUnSNAT:
+				parts = append(parts, "reply restored: "+addrPort(pre, false)+" -> "+addrPort(post, false)+
+					" (undoes the SNAT"+requestHook(f, e.Netns, event.TranslationSNAT)+")")
+			}
+		}
+		if len(parts) == 0 {
 			return "no NAT"
 		}
-		s := ""
-		if dnat {
-			s = "DNAT " + addrPort(pre, false) + " -> " + addrPort(post, false)
-		}
-		if snat {
-			if s != "" {
-				s += ", "
-			}
-			s += "SNAT " + addrPort(pre, true) + " -> " + addrPort(post, true)
-		}
+		s := strings.Join(parts, ", ")
 		if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
 			s += ", route via " + out
 		}
@@ -80,6 +90,22 @@ func (n Names) Step(e *event.Event) string {
 		}
 	}
 	return e.Kind.String()
+}
+
+// requestHook is " at HOOK" of the flow's translation t in a namespace,
+// or "" when the flow does not show it.
+func requestHook(f *flow.Flow, netns uint32, t event.Translation) string {
+	if f == nil {
+		return ""
+	}
+	for _, p := range f.Packets {
+		for i := range p.Events {
+			if e := &p.Events[i]; e.Netns == netns && e.Translation()&t != 0 {
+				return " at " + e.Hook.String()
+			}
+		}
+	}
+	return ""
 }
 
 // PacketEnd says where a packet's path ended.

@@ -20,6 +20,10 @@ type JSONStep struct {
 	What     string     `json:"what"`
 	Tuple    *JSONTuple `json:"tuple"`
 	Outer    *JSONTuple `json:"outer,omitempty"` // encapsulated: the tunnel's tuple (Tuple is the inner one)
+	// Translations, on a nat step, say what it did in the connection's
+	// terms: "dnat", "snat" (the request's), "undnat", "unsnat" (a
+	// reply's, undoing them); event.Translation.
+	Translations []string `json:"translations,omitempty"`
 	// NetfilterRules, on a nat step of a connection's first packet, are
 	// the rules that decided it, when the namespace's ruleset is known.
 	NetfilterRules []JSONNetfilterRule `json:"netfilter_rules,omitempty"`
@@ -100,12 +104,13 @@ type JSONNetfilterRule struct {
 	Assumed  []string `json:"assumed,omitempty"`
 }
 
-func (n Names) step(e *event.Event, start uint64) JSONStep {
-	s := JSONStep{OffsetUS: float64(int64(e.Time)-int64(start)) / 1e3, Netns: n.netns(e.Netns), Dev: e.Ifname.String(),
-		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: n.Step(e), Tuple: NewJSONTuple(e.Tuple)}
+func (n Names) step(f *flow.Flow, e *event.Event) JSONStep {
+	s := JSONStep{OffsetUS: float64(int64(e.Time)-int64(f.Start)) / 1e3, Netns: n.netns(e.Netns), Dev: e.Ifname.String(),
+		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: n.Step(f, e), Tuple: NewJSONTuple(e.Tuple)}
 	if e.HasInner() {
 		s.Tuple, s.Outer = NewJSONTuple(e.Inner), NewJSONTuple(e.Tuple)
 	}
+	s.Translations = e.Translation().Names()
 	return s
 }
 
@@ -139,7 +144,7 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 			Ordinary: explain.Ordinary(f, k, n)}
 		rules := explain.PacketNATRules(n, p)
 		for i := range p.Events {
-			s := n.step(&p.Events[i], f.Start)
+			s := n.step(f, &p.Events[i])
 			if rules != nil {
 				s.NetfilterRules = n.jsonRules(rules[i])
 			}
@@ -148,7 +153,7 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 		j.Packets = append(j.Packets, jp)
 	}
 	for i := range f.Socket {
-		j.Socket = append(j.Socket, n.step(&f.Socket[i], f.Start))
+		j.Socket = append(j.Socket, n.step(f, &f.Socket[i]))
 	}
 	if fd != nil {
 		j.Finding = fd.Rule

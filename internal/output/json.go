@@ -38,31 +38,34 @@ type JSONConntrack struct {
 
 // JSONEvent is the schema of {"type":"event"} objects (docs/events.md).
 type JSONEvent struct {
-	Type       string         `json:"type"`
-	Time       time.Time      `json:"time"`
-	MonoNS     uint64         `json:"mono_ns"`
-	Point      string         `json:"point"`
-	Kind       string         `json:"kind"`
-	Hook       string         `json:"hook,omitempty"`
-	Netns      string         `json:"netns,omitempty"`
-	NetnsInode uint32         `json:"netns_inode,omitempty"`
-	Dev        string         `json:"dev,omitempty"`
-	Ifindex    uint32         `json:"ifindex,omitempty"`
-	Skb        string         `json:"skb,omitempty"`
-	SkbSeen    uint64         `json:"skb_seen,omitempty"`
-	Group      bool           `json:"group,omitempty"`
-	CPU        uint32         `json:"cpu"`
-	Tuple      *JSONTuple     `json:"tuple"`
-	Inner      *JSONTuple     `json:"inner,omitempty"`
-	Pre        *JSONTuple     `json:"pre,omitempty"`
-	Translated bool           `json:"translated,omitempty"`
-	OutDev     string         `json:"out_dev,omitempty"`
-	CT         *JSONConntrack `json:"ct,omitempty"`
-	Route      *JSONRoute     `json:"route,omitempty"`
-	VXLAN      *JSONVXLAN     `json:"vxlan,omitempty"`
-	SYN        *JSONSYN       `json:"syn,omitempty"`
-	Drop       *JSONDrop      `json:"drop,omitempty"`
-	TCP        *JSONTCP       `json:"tcp,omitempty"`
+	Type       string     `json:"type"`
+	Time       time.Time  `json:"time"`
+	MonoNS     uint64     `json:"mono_ns"`
+	Point      string     `json:"point"`
+	Kind       string     `json:"kind"`
+	Hook       string     `json:"hook,omitempty"`
+	Netns      string     `json:"netns,omitempty"`
+	NetnsInode uint32     `json:"netns_inode,omitempty"`
+	Dev        string     `json:"dev,omitempty"`
+	Ifindex    uint32     `json:"ifindex,omitempty"`
+	Skb        string     `json:"skb,omitempty"`
+	SkbSeen    uint64     `json:"skb_seen,omitempty"`
+	Group      bool       `json:"group,omitempty"`
+	CPU        uint32     `json:"cpu"`
+	Tuple      *JSONTuple `json:"tuple"`
+	Inner      *JSONTuple `json:"inner,omitempty"`
+	Pre        *JSONTuple `json:"pre,omitempty"`
+	Translated bool       `json:"translated,omitempty"`
+	// Translations say what a nat event did in the connection's terms
+	// (event.Translation): dnat, snat, undnat, unsnat.
+	Translations []string       `json:"translations,omitempty"`
+	OutDev       string         `json:"out_dev,omitempty"`
+	CT           *JSONConntrack `json:"ct,omitempty"`
+	Route        *JSONRoute     `json:"route,omitempty"`
+	VXLAN        *JSONVXLAN     `json:"vxlan,omitempty"`
+	SYN          *JSONSYN       `json:"syn,omitempty"`
+	Drop         *JSONDrop      `json:"drop,omitempty"`
+	TCP          *JSONTCP       `json:"tcp,omitempty"`
 }
 
 // JSONRoute is a route event's payload.
@@ -145,6 +148,7 @@ func (n Names) Convert(e *event.Event) *JSONEvent {
 		if e.Flags&event.FlagPre != 0 {
 			j.Pre = NewJSONTuple(e.NAT.Pre)
 			j.Translated = bareTuple(e.NAT.Pre) != bareTuple(e.Tuple)
+			j.Translations = e.Translation().Names()
 		}
 		j.OutDev = e.NAT.OutIfname.String()
 	case event.PointRoute:

@@ -75,7 +75,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 	for i, p := range f.Packets {
 		pt := firstTuple(p)
 		dir, label, end := direction(client, pt, p), packetLabel(pt), t.names.PacketEnd(p)
-		tl.describe(t.names, p)
+		tl.describe(t.names, f, p)
 		ordinary := explain.Ordinary(f, i, t.names)
 		if ordinary != "" {
 			last := len(p.Events) - 1
@@ -199,13 +199,13 @@ func appendRules(b []byte, rules []explain.NetfilterRule, e *event.Event) []byte
 
 // describe decides which steps of a packet the timeline shows, and how
 // (tl.what, tl.shown). When none is notable the plain path is shown.
-func (tl *timeline) describe(n Names, p *flow.Packet) {
+func (tl *timeline) describe(n Names, f *flow.Flow, p *flow.Packet) {
 	tl.what, tl.shown, tl.dnatIn = tl.what[:0], tl.shown[:0], tl.dnatIn[:0]
 	any := false
 	for k := range p.Events {
 		e := &p.Events[k]
-		what := n.Step(e)
-		if e.Point == event.PointNAT && len(what) >= 4 && what[:4] == "DNAT" {
+		what := n.Step(f, e)
+		if e.Translation()&event.TranslationDNAT != 0 {
 			tl.dnatIn = append(tl.dnatIn, e.Netns)
 		}
 		brief, show := briefStep(e, what, k == len(p.Events)-1, tl.dnatHere(e.Netns))

@@ -71,13 +71,23 @@ func dnat(f *flow.Flow) (*flow.Packet, *event.Event) {
 		}
 		for i := range p.Events {
 			e := &p.Events[i]
-			if translated(e) && (e.NAT.Pre.Dst != e.Tuple.Dst || e.NAT.Pre.Dport != e.Tuple.Dport) &&
-				(e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
+			if e.Translation()&event.TranslationDNAT != 0 && (e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
 				return p, e
 			}
 		}
 	}
 	return nil, nil
+}
+
+// requestSNAT returns the nat event that masqueraded the flow's request
+// in a namespace, if one did. Only the request's own SNAT counts: a
+// reply's source rewritten at POSTROUTING (or INPUT) undoes the request's
+// DNAT, and is no masquerade (event.Translation).
+func requestSNAT(f *flow.Flow, netns uint32) *event.Event {
+	_, e := find(f, func(p *flow.Packet, e *event.Event) bool {
+		return e.Netns == netns && e.Translation()&event.TranslationSNAT != 0 && !isReply(f, p)
+	})
+	return e
 }
 
 // natAt returns the packet's nat event at a hook in a namespace.

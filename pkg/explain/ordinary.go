@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"net/netip"
 	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -20,7 +19,7 @@ func Ordinary(f *flow.Flow, i int, n Names) string {
 	}
 	t := packetTuple(p.Head())
 	switch {
-	case t.Dst.IsMulticast() || t.Dst == broadcast:
+	case t.Multicast():
 		// ip_rcv_finish_core frees multicast for a group no socket of the
 		// namespace joined (a bridge's IGMP queries, mDNS, ...).
 		return "multicast for a group this namespace has not joined"
@@ -32,8 +31,6 @@ func Ordinary(f *flow.Flow, i int, n Names) string {
 	}
 	return ""
 }
-
-var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // inTCPReceive says whether a drop location is TCP's receive entry, where
 // a SYN meeting a pending request is freed.

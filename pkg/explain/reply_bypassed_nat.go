@@ -45,9 +45,9 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		how := "and not SNATed, so"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {
 			fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
-			if translated(post) {
-				how = "and SNATed, yet"
-			}
+		}
+		if requestSNAT(f, d.Netns) != nil {
+			how = "and SNATed, yet"
 		}
 		fd.Evidence = append(fd.Evidence, evidence(n, atClient, "reply from %s reached %s without crossing %s's conntrack entry",
 			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))

@@ -136,6 +136,9 @@ func (x *exporter) comments(e *event.Event) []string {
 	}
 	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
 		c = append(c, "nat_before: "+tuple(e.NAT.Pre), "nat_after: "+tuple(e.Tuple))
+		if t := e.Translation().Names(); len(t) > 0 {
+			c = append(c, "translation: "+strings.Join(t, ","))
+		}
 		if a := x.s.Ruleset(e.Netns, e.Time).NATOf(e, ruleset.Mark{}); a != nil {
 			c = append(c, "netfilter_rule: "+ruleComment(a, a.Rule))
 			if a.Skipped != nil {
