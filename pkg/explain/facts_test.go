@@ -12,9 +12,9 @@ import (
 func TestRequestSNAT(t *testing.T) {
 	client, service, pod, masq := "10.244.1.10:40000", "10.96.0.30:80", "10.244.1.20:8080", "10.244.1.1:61000"
 	for _, tc := range []struct {
-		name      string
+		name       string
 		masquerade bool
-		want      bool
+		want       bool
 	}{
 		{"DNAT, the reply un-DNATed at POSTROUTING", false, false},
 		{"DNAT and masquerade, the reply un-SNATed and un-DNATed", true, true},
