@@ -50,15 +50,7 @@ func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun 
 
 func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string) labRun {
 	t.Helper()
-	sc, err := lab.Up(name, labBin)
-	t.Cleanup(func() {
-		if err := lab.Down(); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := upLab(t, name)
 	dir := t.TempDir()
 	// NETTRACE_KEEP_RECORDINGS keeps the recordings of failed runs there,
 	// to replay them (nettrace replay) and see what went wrong.

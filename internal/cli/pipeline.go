@@ -31,7 +31,9 @@ type pipeline struct {
 	jw         *output.JSON
 	names      output.Names
 	corr       *flow.Correlator
-	rec        *trace.Writer
+	rec        *trace.Recorder
+	flight     *flightRecorder
+	flightKept []string // the flight recorder's files, at the end
 	showEvents bool
 	limit      uint64
 	counts     map[event.Point]uint64
@@ -80,6 +82,8 @@ type renderedFlow struct {
 	n    uint64
 	rule string // of its finding; "" for none
 	text []byte // nil when not shown
+	// what the flight recorder needs of a flow with a finding
+	id, start, end uint64
 }
 
 // pool is a bounded free list goroutines share: what does not fit is let
@@ -110,7 +114,8 @@ type pipelineOptions struct {
 	maxFlows   int
 	maxPackets int
 	names      output.Names
-	recorder   *trace.Writer
+	recorder   *trace.Recorder
+	flight     *flightRecorder
 	stdout     io.Writer // where flows and events go; os.Stdout if nil
 	// status, when watch shows one on the terminal, is erased before each
 	// write to stdout.
@@ -135,7 +140,7 @@ const endedBacklog = 256
 const maxKeptText = 64 << 10
 
 func newPipeline(o pipelineOptions) *pipeline {
-	p := &pipeline{names: o.names, rec: o.recorder, showEvents: o.events, limit: o.limit,
+	p := &pipeline{names: o.names, rec: o.recorder, flight: o.flight, showEvents: o.events, limit: o.limit,
 		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout, rulesets: o.rulesets, ruleChanges: o.ruleChanges,
 		ruleTraces: o.ruleTraces, rulesChanged: o.rulesChanged}
 	if p.out == nil {
@@ -198,7 +203,10 @@ func (p *pipeline) event(e *event.Event) {
 	p.counts[e.Point]++
 	p.total++
 	if p.rec != nil {
-		p.fail(p.rec.Event(e))
+		p.rec.Event(e)
+	}
+	if p.flight != nil {
+		p.flight.event(e)
 	}
 	if p.w != nil && p.showEvents {
 		p.fail(p.w.Event(e))
@@ -221,7 +229,7 @@ func (p *pipeline) flowDone(f *flow.Flow) {
 func (p *pipeline) renderEnded(text *output.Text) {
 	for x := range p.ended {
 		room := x.f.Decode(p.rooms.get())
-		r := renderedFlow{n: x.n}
+		r := renderedFlow{n: x.n, id: x.f.ID, start: x.f.Start, end: x.f.End}
 		fd := p.explain(x.f)
 		if fd != nil {
 			r.rule = fd.Rule
@@ -250,6 +258,9 @@ func (p *pipeline) writeRendered() {
 			if y.rule != "" {
 				p.findings[y.rule]++
 				p.found.Add(1)
+				if p.flight != nil {
+					p.flight.finding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
+				}
 			}
 			if y.text == nil {
 				continue
@@ -358,6 +369,9 @@ func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	if fd != nil {
 		p.findings[fd.Rule]++
 		p.found.Add(1)
+		if p.flight != nil {
+			p.flight.finding(flightFinding{rule: fd.Rule, flow: f.ID, start: f.Start, end: f.End})
+		}
 	}
 	if len(f.Packets) == 0 || p.w == nil {
 		return nil
@@ -372,6 +386,9 @@ func (p *pipeline) addRuleset(s ruleset.Snapshot) {
 		return
 	}
 	p.rulesets.Add(s)
+	if p.flight != nil {
+		p.flight.ruleset(s)
+	}
 	if p.rulesChanged != nil {
 		p.rulesChanged(s.Netns)
 	}
@@ -385,7 +402,7 @@ func (p *pipeline) recordRuleTraces() {
 	for {
 		select {
 		case t := <-p.ruleTraces:
-			p.fail(p.rec.RuleTrace(&t))
+			p.rec.RuleTrace(&t)
 		default:
 			return
 		}
@@ -408,7 +425,10 @@ func (p *pipeline) tick(now uint64) {
 	}
 	p.corr.Expire(now, p.flowDone)
 	if p.rec != nil {
-		p.fail(p.rec.Flush())
+		p.rec.Flush()
+	}
+	if p.flight != nil {
+		p.flight.tick(now, false)
 	}
 }
 
@@ -426,6 +446,9 @@ func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.S
 			p.write(p.brief.held(time.Now(), true))
 		}
 		p.fail(p.showErr)
+	}
+	if p.flight != nil {
+		p.flightKept = p.flight.close()
 	}
 	sum := output.Summary{Events: p.counts, Lost: lost, Duration: d, Flows: p.corr.Stats(), Findings: p.findings}
 	output.WriteSummary(os.Stderr, sum)

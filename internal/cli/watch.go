@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +58,9 @@ type watchFlags struct {
 	maxPkts   int
 	snapLen   uint32
 	write     string
+	fileSize  byteSize
+	files     int
+	flight    flightOptions
 	all       bool
 	rules     bool
 }
@@ -71,6 +75,12 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
 	fl.Uint32Var(&f.snapLen, "snaplen", defaultSnapLen, fmt.Sprintf("bytes of each packet kept, from its IP header (0 to %d); 128 holds IP, TCP/UDP, vxlan and the inner headers", probe.MaxSnapLen))
 	fl.StringVarP(&f.write, "write", "w", "", "also record to this file (replay it with nettrace replay)")
+	fl.VarP(&f.fileSize, "file-size", "C", "with -w: split the recording into files of this size (FILE.1, FILE.2, ...; a number alone is millions of bytes, as tcpdump's -C; or 500k, 20M, 1G), each replayable alone")
+	fl.IntVarP(&f.files, "files", "W", 0, "with -C: keep only the newest this many files, removing the oldest")
+	fl.StringVar(&f.flight.dir, "flight", "", "flight recorder: keep the last events in memory and write the window around each finding's flow to a file of its own in this directory")
+	fl.DurationVar(&f.flight.before, "flight-before", 10*time.Second, "flight recorder: events kept before a finding's flow")
+	fl.DurationVar(&f.flight.after, "flight-after", 5*time.Second, "flight recorder: events kept after a finding's flow")
+	fl.IntVar(&f.flight.keep, "keep", 20, "flight recorder: keep only the newest this many files (0: all)")
 	fl.BoolVar(&f.all, "all-packets", false, "report every data and ACK segment of established TCP connections (by default: only their drops)")
 	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")
 }
@@ -141,9 +151,28 @@ names, namespace and device names, the observation points and their
 methods, each namespace's iptables ruleset and its changes, lost-event
 counts, and with --rules the rules each packet was traced through). The
 file is written as a stream: one cut off
-by a crash or a full disk replays up to its last complete record. It is
-readable by its owner only (0600): it holds packet headers.`,
+by a crash replays up to its last complete record. It is readable by its
+owner only (0600): it holds packet headers.
+
+For a run of hours or days, --file-size splits the recording into files
+of that size (FILE.1, FILE.2, ...), each a recording of its own that
+replays alone, and --files keeps only the newest; replay given several of
+them puts them back together. Writing never holds up tracing: a disk that
+is full (or slower than the events) pauses the recording, said once,
+keeps every file whole, and resumes when there is room; the events not
+written are counted in the closing summary.
+
+For a failure that comes once an hour, --flight DIR keeps only what
+matters: the last events are held in memory, and when a finding fires the
+window around its flow (--flight-before ahead of its first event,
+--flight-after past its last) is written to DIR, to a file named after the
+finding, its time and its flow; findings whose windows overlap share one
+file, and --keep bounds how many files there are. A healthy run writes
+nothing.`,
 		Example: `  nettrace record -w incident.ntrace --duration 60s 'host 10.96.0.10'
+  nettrace record -w /var/tmp/node.ntrace -C 100 -W 20 'port 30285'   # at most 20 files of 100 MB
+  nettrace replay /var/tmp/node.ntrace.*
+  nettrace record --flight /var/tmp/failures --keep 50 'port 30285'   # only each failure, with 10 s before and 5 s after
   nettrace record -w incident.ntrace --rules 'host 10.96.0.10'
   nettrace replay incident.ntrace`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -151,8 +180,8 @@ readable by its owner only (0600): it holds packet headers.`,
 			if err != nil {
 				return err
 			}
-			if f.write == "" {
-				return usageError{errors.New("record needs -w FILE")}
+			if f.write == "" && f.flight.dir == "" {
+				return usageError{errors.New("record needs -w FILE, or --flight DIR")}
 			}
 			f.format = "none"
 			return runCapture(log, f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
@@ -177,6 +206,12 @@ const nettraceVersion = "0.1.0-dev"
 func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool) error {
 	if f.format != "text" && f.format != "json" && f.format != "none" {
 		return usageError{fmt.Errorf("-o %q: want text or json", f.format)}
+	}
+	if f.fileSize > 0 && f.write == "" {
+		return usageError{errors.New("--file-size splits a recording: it needs -w FILE")}
+	}
+	if f.files > 0 && f.fileSize == 0 {
+		return usageError{errors.New("--files keeps the newest files of a split recording: it needs --file-size")}
 	}
 	if f.snapLen > probe.MaxSnapLen {
 		return usageError{fmt.Errorf("--snaplen %d: at most %d", f.snapLen, probe.MaxSnapLen)}
@@ -245,9 +280,30 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if f.rules {
 		names.RuleTraces = ruleTraces.Pass
 	}
-	var rec *trace.Writer
+	var rec *trace.Recorder
 	if f.write != "" {
-		if rec, err = trace.Create(f.write, meta, names); err != nil {
+		problem := func(err error, resumed bool) {
+			if resumed {
+				log.Warn().Str("file", f.write).Msg("recording resumed: there is room on the disk again")
+				return
+			}
+			log.Error().Err(err).Str("file", f.write).Msg("recording paused: what is recorded so far is kept and replays; tracing goes on, and the events not written are counted until the disk has room")
+		}
+		opts := trace.RecordOptions{FileBytes: int64(f.fileSize), Files: f.files, Problem: problem}
+		if rec, err = trace.NewRecorder(f.write, meta, names, opts); err != nil {
+			return err
+		}
+	}
+	var flight *flightRecorder
+	if f.flight.dir != "" {
+		o := f.flight
+		// A finding comes after its flow went idle: its events must be
+		// held that long past the window, and then some for long flows.
+		o.span, o.maxBytes = o.before+o.after+f.flowIdle+time.Minute, flightMemory
+		o.settle = o.before + f.flowIdle + time.Second
+		if flight, err = newFlightRecorder(o, meta, names, func(err error) {
+			log.Error().Err(err).Str("dir", o.dir).Msg("flight recorder: a finding's window not written")
+		}); err != nil {
 			return err
 		}
 	}
@@ -301,7 +357,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		status = &statusLine{w: os.Stderr}
 	}
 	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, status: status, p: newPipeline(pipelineOptions{status: status, format: f.format, timelines: f.timelines, events: f.events,
-		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec,
+		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec, flight: flight,
 		rulesets: &rulesets, ruleChanges: ruleChanges, ruleTraces: traced, rulesChanged: rulesChanged})}
 	for _, s := range firstRulesets {
 		run.p.addRuleset(s)
@@ -361,20 +417,32 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 			Msg("some rule traces were not kept: those packets' rules are named from the ruleset")
 	}
 	if rec != nil {
-		cerr := rec.Close(trace.Summary{Events: pointNames(run.p.counts), Lost: pointNames(lost), Ended: time.Now().UTC()})
-		n, size := rec.Stats()
-		if cerr == nil && n > 0 {
-			log.Info().Str("file", f.write).Uint64("events", n).Int64("bytes", size).Int64("bytes_per_event", size/int64(n)).Msg("recorded")
+		st, cerr := rec.Close(trace.Summary{Events: pointNames(run.p.counts), Lost: pointNames(lost), Ended: time.Now().UTC()})
+		msg := log.Info()
+		if st.Unwritten > 0 {
+			msg = log.Warn()
 		}
-		if err == nil {
-			err = cerr
+		msg = msg.Str("file", f.write).Uint64("events", st.Events).Uint64("written", st.Written).Uint64("not_written", st.Unwritten).Int64("bytes", st.Bytes)
+		if f.fileSize > 0 {
+			msg = msg.Int("files_kept", len(st.Files)).Int("files_removed", st.Removed())
 		}
+		msg.Msg("recorded")
+		if cerr != nil {
+			// Said when it happened; the files replay up to it.
+			log.Debug().Err(cerr).Msg("recording stopped once")
+		}
+	}
+	if flight != nil {
+		log.Info().Str("dir", f.flight.dir).Strs("kept", run.p.flightKept).Msg("flight recorder")
 	}
 	if err == nil {
 		err = run.p.err
 	}
 	return err
 }
+
+// flightMemory bounds the events the flight recorder holds.
+const flightMemory = 512 << 20
 
 // recordedKernel and recordedPoints put what the kernel allowed into a
 // recording's terms: the format depends on nothing in internal/.
@@ -539,4 +607,38 @@ func (r *watchRun) loop() error {
 			lastRescan = time.Now()
 		}
 	}
+}
+
+// byteSize is a size flag: a number alone is millions of bytes (tcpdump's
+// -C), or with a suffix k, M, G (powers of 1000).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if *b == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Type() string { return "size" }
+
+func (b *byteSize) Set(s string) error {
+	mult := int64(1_000_000)
+	num := strings.TrimSuffix(strings.TrimSuffix(s, "B"), "b")
+	if n := len(num); n > 0 {
+		switch num[n-1] {
+		case 'k', 'K':
+			mult, num = 1_000, num[:n-1]
+		case 'm', 'M':
+			mult, num = 1_000_000, num[:n-1]
+		case 'g', 'G':
+			mult, num = 1_000_000_000, num[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q: want a size such as 100 (millions of bytes), 500k, 20M or 1G", s)
+	}
+	*b = byteSize(v * float64(mult))
+	return nil
 }

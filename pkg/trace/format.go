@@ -18,6 +18,12 @@
 // packet's first bytes; a summary record (lost events per point) ends a
 // complete recording. A recording cut off by a crash or a full disk reads
 // up to its last complete record, and the reader says where it ends.
+//
+// A recording split into files (Recorder) is files that are each such a
+// recording: each starts with the meta record, naming the run and its part
+// number, then the rulesets in force, and ends with a summary that says
+// the run continues in the next part (the last part's summary has the
+// run's counts).
 package trace
 
 import (

@@ -19,6 +19,11 @@ type Meta struct {
 	WallNS int64 `json:"wall_ns"`
 	// DropReasons are the recording kernel's enum skb_drop_reason names.
 	DropReasons map[uint32]string `json:"drop_reasons"`
+	// Run identifies one recording run; Part numbers its files from 1 when
+	// a Recorder splits it (RecordOptions.FileBytes), so that replay puts
+	// the parts it is given back together as one recording.
+	Run  string `json:"run,omitempty"`
+	Part int    `json:"part,omitempty"`
 }
 
 // Kernel is what a recording says of the kernel it was made on.
@@ -55,9 +60,15 @@ func (m *Meta) Mono(wall time.Time) uint64 {
 	return uint64(wall.UnixNano() - m.WallNS + m.MonoNS)
 }
 
-// Summary closes a complete recording.
+// Summary closes a complete recording, or one part of it.
 type Summary struct {
 	Events map[string]uint64 `json:"events"`
 	Lost   map[string]uint64 `json:"lost"`
 	Ended  time.Time         `json:"ended"`
+	// Continued says the recording goes on in its next part: the counts
+	// of the whole run are in the last part's summary.
+	Continued bool `json:"continued,omitempty"`
+	// Unwritten counts the events the recorder could not write (a full
+	// disk, a disk slower than the events), in the whole run.
+	Unwritten uint64 `json:"unwritten,omitempty"`
 }

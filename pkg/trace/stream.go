@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
@@ -14,12 +15,17 @@ import (
 
 // Stream merges recordings into one event stream in time order. A single
 // recording keeps its kernel clock, so it replays exactly as it was seen
-// live. Several (from several hosts) are put on the wall clock, and the
+// live; so do the parts of one split recording (RecordOptions.FileBytes:
+// files of one Meta.Run), which are one recording again. Several
+// recordings (from several hosts) are put on the wall clock, and the
 // identities that only mean something on their own host (namespace
 // inodes, packet and conntrack addresses, drop-reason numbers, symbol
 // addresses) are kept apart.
 type Stream struct {
 	readers []*Reader
+	// source is each reader's recording, an index into sources.
+	source  []int
+	sources []source
 	heads   []event.Event
 	live    []bool
 	// taken is the reader whose head was last delivered: it advances on
@@ -42,11 +48,75 @@ type Stream struct {
 	remapRs map[[2]uint32]uint32
 }
 
+// source is one recording: a file, or the parts of a split one. Each part
+// carries the names and rulesets its own events need, so a name is looked
+// for in every part, newest first.
+type source []*Reader
+
+func (s source) meta() *Meta { return &s[0].Meta }
+
+func (s source) netnsName(ino uint32) string {
+	for i := len(s) - 1; i >= 0; i-- {
+		if n := s[i].NetnsName(ino); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+func (s source) symbolName(addr uint64) string {
+	for i := len(s) - 1; i >= 0; i-- {
+		if n := s[i].SymbolName(addr); n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// ruleset is the namespace's ruleset in force at a time: the newest part
+// that knows one then (each part starts with the rulesets in force at its
+// start, with their own times).
+func (s source) ruleset(ino uint32, at uint64) *ruleset.Ruleset {
+	for i := len(s) - 1; i >= 0; i-- {
+		if rs := s[i].Rulesets.At(ino, at); rs != nil {
+			return rs
+		}
+	}
+	return nil
+}
+
+func (s source) ruleTrace(ino uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace {
+	for i := len(s) - 1; i >= 0; i-- {
+		if t := s[i].RuleTraces.Pass(ino, hook, p, at); len(t) > 0 {
+			return t
+		}
+	}
+	return nil
+}
+
 // NewStream merges readers.
 func NewStream(readers []*Reader) *Stream {
-	s := &Stream{readers: readers, heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
-		taken: -1, multi: len(readers) > 1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
+	s := &Stream{readers: readers, source: make([]int, len(readers)), heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
+		taken: -1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
 		remapNs: map[[2]uint32]uint32{}, unmapNs: map[uint32][2]uint32{}, remapRs: map[[2]uint32]uint32{}}
+	runs := map[[2]string]int{}
+	for i, r := range readers {
+		k, ok := [2]string{r.Meta.Host, r.Meta.Run}, r.Meta.Run != ""
+		if at, seen := runs[k]; ok && seen {
+			s.source[i] = at
+			s.sources[at] = append(s.sources[at], r)
+			continue
+		}
+		if ok {
+			runs[k] = len(s.sources)
+		}
+		s.source[i] = len(s.sources)
+		s.sources = append(s.sources, source{r})
+	}
+	for _, src := range s.sources {
+		sort.Slice(src, func(a, b int) bool { return src[a].Meta.Part < src[b].Meta.Part })
+	}
+	s.multi = len(s.sources) > 1
 	for i := range readers {
 		s.advance(i)
 	}
@@ -65,19 +135,20 @@ func (s *Stream) advance(i int) {
 }
 
 // salt separates the kernel addresses of different recordings.
-func salt(i int) uint64 { return uint64(i+1) << 44 }
+func salt(src int) uint64 { return uint64(src+1) << 44 }
 
 func (s *Stream) rebase(i int, e *event.Event) {
-	r := s.readers[i]
+	r, n := s.readers[i], s.source[i]
+	src := s.sources[n]
 	e.Time = uint64(r.Meta.Wall(e.Time).UnixNano())
 	if e.Netns != 0 {
-		k := [2]uint32{uint32(i), e.Netns}
+		k := [2]uint32{uint32(n), e.Netns}
 		id, ok := s.remapNs[k]
 		if !ok {
 			id = uint32(len(s.remapNs) + 1)
 			s.remapNs[k] = id
 		}
-		name := s.hostName(i) + ":" + r.NetnsName(e.Netns)
+		name := s.hostName(n) + ":" + src.netnsName(e.Netns)
 		s.names.Lock()
 		s.netns[id] = name
 		s.unmapNs[id] = k
@@ -85,24 +156,24 @@ func (s *Stream) rebase(i int, e *event.Event) {
 		e.Netns = id
 	}
 	if e.Skb != 0 {
-		e.Skb ^= salt(i)
+		e.Skb ^= salt(n)
 	}
 	if e.CT.ID != 0 {
-		e.CT.ID ^= salt(i)
+		e.CT.ID ^= salt(n)
 	}
 	if e.TCP.Cookie != 0 {
-		e.TCP.Cookie ^= salt(i)
+		e.TCP.Cookie ^= salt(n)
 	}
 	if e.Point == event.PointDrop {
-		k := [2]uint32{uint32(i), e.Drop.Reason}
+		k := [2]uint32{uint32(n), e.Drop.Reason}
 		id, ok := s.remapRs[k]
-		name := r.SymbolName(e.Drop.Location)
-		e.Drop.Location ^= salt(i)
+		name := src.symbolName(e.Drop.Location)
+		e.Drop.Location ^= salt(n)
 		s.names.Lock()
 		if !ok {
 			id = uint32(len(s.remapRs) + 1)
 			s.remapRs[k] = id
-			s.reasons[id] = r.Meta.DropReasons[e.Drop.Reason]
+			s.reasons[id] = src.meta().DropReasons[e.Drop.Reason]
 		}
 		s.symbols[e.Drop.Location] = name
 		s.names.Unlock()
@@ -110,11 +181,12 @@ func (s *Stream) rebase(i int, e *event.Event) {
 	}
 }
 
-func (s *Stream) hostName(i int) string {
-	if h := s.readers[i].Meta.Host; h != "" {
+func (s *Stream) hostName(n int) string {
+	src := s.sources[n]
+	if h := src.meta().Host; h != "" {
 		return h
 	}
-	return filepath.Base(s.readers[i].File)
+	return filepath.Base(src[0].File)
 }
 
 // Next delivers the earliest event of all recordings; io.EOF after the
@@ -146,7 +218,7 @@ func (s *Stream) NetnsName(ino uint32) string {
 		defer s.names.RUnlock()
 		return s.netns[ino]
 	}
-	return s.readers[0].NetnsName(ino)
+	return s.sources[0].netnsName(ino)
 }
 
 // ReasonName names a drop reason of the stream.
@@ -156,7 +228,7 @@ func (s *Stream) ReasonName(r uint32) string {
 		defer s.names.RUnlock()
 		return s.reasons[r]
 	}
-	return s.readers[0].Meta.DropReasons[r]
+	return s.sources[0].meta().DropReasons[r]
 }
 
 // SymbolName names a drop location of the stream.
@@ -166,7 +238,7 @@ func (s *Stream) SymbolName(addr uint64) string {
 		defer s.names.RUnlock()
 		return s.symbols[addr]
 	}
-	if n := s.readers[0].SymbolName(addr); n != "" {
+	if n := s.sources[0].symbolName(addr); n != "" {
 		return n
 	}
 	return fmt.Sprintf("%#x", addr)
@@ -176,29 +248,29 @@ func (s *Stream) SymbolName(addr uint64) string {
 // when its recording holds none. Safe to call while another goroutine
 // reads events.
 func (s *Stream) Ruleset(ino uint32, at uint64) *ruleset.Ruleset {
-	r, ino, at, ok := s.recordingOf(ino, at)
+	src, ino, at, ok := s.recordingOf(ino, at)
 	if !ok {
 		return nil
 	}
-	return r.Rulesets.At(ino, at)
+	return src.ruleset(ino, at)
 }
 
 // RuleTrace returns what nftables tracing reported of a packet seen with
 // tuple p at hook in a namespace at a stream time (ruleset.Traces.Pass).
 // Safe to call while another goroutine reads events.
 func (s *Stream) RuleTrace(ino uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace {
-	r, ino, at, ok := s.recordingOf(ino, at)
+	src, ino, at, ok := s.recordingOf(ino, at)
 	if !ok {
 		return nil
 	}
-	return r.RuleTraces.Pass(ino, hook, p, at)
+	return src.ruleTrace(ino, hook, p, at)
 }
 
 // recordingOf is the recording a stream namespace comes from, with the
 // namespace and time in that recording's terms.
-func (s *Stream) recordingOf(ino uint32, at uint64) (*Reader, uint32, uint64, bool) {
+func (s *Stream) recordingOf(ino uint32, at uint64) (source, uint32, uint64, bool) {
 	if !s.multi {
-		return s.readers[0], ino, at, true
+		return s.sources[0], ino, at, true
 	}
 	s.names.RLock()
 	k, ok := s.unmapNs[ino]
@@ -206,8 +278,8 @@ func (s *Stream) recordingOf(ino uint32, at uint64) (*Reader, uint32, uint64, bo
 	if !ok {
 		return nil, 0, 0, false
 	}
-	r := s.readers[k[0]]
-	return r, k[1], r.Meta.Mono(time.Unix(0, int64(at))), true
+	src := s.sources[k[0]]
+	return src, k[1], src.meta().Mono(time.Unix(0, int64(at))), true
 }
 
 // Wall converts a stream time to wall-clock time.
@@ -215,7 +287,7 @@ func (s *Stream) Wall(t uint64) time.Time {
 	if s.multi {
 		return time.Unix(0, int64(t))
 	}
-	return s.readers[0].Meta.Wall(t)
+	return s.sources[0].meta().Wall(t)
 }
 
 // Lost adds up the lost events of the recordings, per point.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -18,10 +19,12 @@ type Names interface {
 	SymbolName(addr uint64) string
 }
 
-// Writer writes a recording as a stream.
+// Writer writes a recording as a stream: to a file of its own (Create),
+// or encoded into a Recorder's chunks.
 type Writer struct {
-	f       *os.File
+	f       *os.File // nil in a Recorder
 	bw      *bufio.Writer
+	out     io.Writer // bw, or the Recorder's chunk
 	names   Names
 	netns   map[uint32]bool
 	symbols map[uint64]bool
@@ -34,32 +37,48 @@ type Writer struct {
 // Create starts a recording at path, readable by its owner only: it
 // holds packet headers from the host.
 func Create(path string, meta Meta, names Names) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := createRecording(path)
 	if err != nil {
-		return nil, fmt.Errorf("create recording: %w", err)
+		return nil, err
 	}
-	// An existing file keeps its mode through O_TRUNC.
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("create recording: %w", err)
-	}
-	w := &Writer{f: f, bw: bufio.NewWriterSize(f, 64<<10), names: names, netns: map[uint32]bool{}, symbols: map[uint64]bool{},
-		scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+maxPacket)}
-	var hdr [headerSize]byte
-	copy(hdr[:], Magic[:])
-	binary.LittleEndian.PutUint16(hdr[8:], Version)
-	if _, err := w.bw.Write(hdr[:]); err != nil {
-		return nil, w.fail(err)
-	}
-	w.bytes = headerSize
-	js, err := json.Marshal(meta)
-	if err != nil {
-		return nil, w.fail(err)
-	}
-	if err := w.record(recMeta, js); err != nil {
+	w := newWriter(names)
+	w.f, w.bw = f, bufio.NewWriterSize(f, 64<<10)
+	w.out = w.bw
+	if err := w.begin(meta); err != nil {
 		return nil, w.fail(err)
 	}
 	return w, nil
+}
+
+func newWriter(names Names) *Writer {
+	return &Writer{names: names, netns: map[uint32]bool{}, symbols: map[uint64]bool{},
+		scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+maxPacket)}
+}
+
+// begin writes the header and the meta record that start a recording
+// file, and forgets the names written to an earlier file.
+func (w *Writer) begin(meta Meta) error {
+	w.forgetNames()
+	var hdr [headerSize]byte
+	copy(hdr[:], Magic[:])
+	binary.LittleEndian.PutUint16(hdr[8:], Version)
+	n, err := w.out.Write(hdr[:])
+	w.bytes += int64(n)
+	if err != nil {
+		return err
+	}
+	js, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	return w.record(recMeta, js)
+}
+
+// forgetNames makes the names be written again before the events that
+// need them: into a new file, or after records that never reached it.
+func (w *Writer) forgetNames() {
+	clear(w.netns)
+	clear(w.symbols)
 }
 
 func (w *Writer) fail(err error) error {
@@ -74,7 +93,7 @@ func (w *Writer) record(typ byte, payload []byte) error {
 	w.rec = append(w.rec, payload...)
 	crc := crc32.Update(crc32.Checksum([]byte{typ}, crcTable), crcTable, payload)
 	w.rec = binary.LittleEndian.AppendUint32(w.rec, crc)
-	n, err := w.bw.Write(w.rec)
+	n, err := w.out.Write(w.rec)
 	w.bytes += int64(n)
 	return err
 }
@@ -123,10 +142,7 @@ func (w *Writer) Flush() error { return w.bw.Flush() }
 
 // Close writes the summary that marks a complete recording and closes it.
 func (w *Writer) Close(s Summary) error {
-	js, err := json.Marshal(s)
-	if err == nil {
-		err = w.record(recSummary, js)
-	}
+	err := w.summary(s)
 	if ferr := w.bw.Flush(); err == nil {
 		err = ferr
 	}
@@ -137,6 +153,14 @@ func (w *Writer) Close(s Summary) error {
 		return fmt.Errorf("write recording %s: %w", w.f.Name(), err)
 	}
 	return nil
+}
+
+func (w *Writer) summary(s Summary) error {
+	js, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return w.record(recSummary, js)
 }
 
 // Stats returns the events and bytes written so far.

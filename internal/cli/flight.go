@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
+)
+
+// flightOptions say what a flight recorder keeps.
+type flightOptions struct {
+	dir           string
+	before, after time.Duration
+	keep          int
+	// span is how long events are held: a flow's events must still be
+	// there when its finding comes, after it ended and went idle.
+	span time.Duration
+	// settle is how long a window waits, past its end, before it is
+	// written: a finding comes a flow timeout after its flow's end, and
+	// one whose window overlaps this one (its flow began up to `before`
+	// past this window's end) then joins it rather than making a file of
+	// its own.
+	settle time.Duration
+	// maxBytes bounds the memory the held events take.
+	maxBytes int
+}
+
+// flightFinding is a finding the pipeline reports, for the flight
+// recorder: its flow's first and last event times.
+type flightFinding struct {
+	rule       string
+	flow       uint64
+	start, end uint64
+}
+
+// heldEvent is an event in the flight recorder's window, encoded.
+type heldEvent struct {
+	time uint64
+	rec  []byte
+}
+
+// flightDump is a window being written: its events, and the file.
+type flightDump struct {
+	first      flightFinding
+	from, till uint64
+}
+
+// flightRecorder keeps the last events in memory and, when a finding
+// comes, writes the window around its flow (from `before` ahead of its
+// first event to `after` past its last) to a file of its own named after
+// the finding, so that a run of days keeps each failure with its context
+// and nothing else. Findings whose windows overlap share one file. It runs
+// on the event goroutine; the files are written on another.
+type flightRecorder struct {
+	o     flightOptions
+	meta  trace.Meta
+	names trace.Names
+	// held are the events in the window from head on: the ones before
+	// are let go, and the slice is compacted once they are half of it.
+	held     []heldEvent
+	head     int
+	heldSize int
+	rulesets []ruleset.Snapshot
+	found    chan flightFinding
+	pending  []flightDump
+	// writing lets one file be written at a time, and carries the files
+	// kept.
+	writing chan []string
+	problem func(error)
+	scratch []byte
+}
+
+func newFlightRecorder(o flightOptions, meta trace.Meta, names trace.Names, problem func(error)) (*flightRecorder, error) {
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("flight recorder: %w", err)
+	}
+	f := &flightRecorder{o: o, meta: meta, names: names, found: make(chan flightFinding, 1024), writing: make(chan []string, 1),
+		problem: problem, scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+256)}
+	f.writing <- nil
+	return f, nil
+}
+
+// finding is told of a finding; safe from any goroutine. A finding that
+// does not fit the queue is a burst of them, whose windows overlap the
+// ones queued.
+func (f *flightRecorder) finding(x flightFinding) {
+	select {
+	case f.found <- x:
+	default:
+	}
+}
+
+// event holds an event, and lets go of the oldest past the span or the
+// memory bound.
+func (f *flightRecorder) event(e *event.Event) {
+	need := event.RecordSize + event.MaxIPv6Block + len(e.Packet)
+	if len(f.scratch) < need {
+		f.scratch = make([]byte, need)
+	}
+	n := event.Encode(e, f.scratch)
+	f.held = append(f.held, heldEvent{time: e.Time, rec: append([]byte(nil), f.scratch[:n]...)})
+	f.heldSize += n
+	for f.head < len(f.held) && (f.held[f.head].time+uint64(f.o.span) < e.Time || f.heldSize > f.o.maxBytes) {
+		f.heldSize -= len(f.held[f.head].rec)
+		f.held[f.head] = heldEvent{}
+		f.head++
+	}
+	if f.head > 1024 && f.head > len(f.held)/2 {
+		f.held = append(f.held[:0], f.held[f.head:]...)
+		f.head = 0
+	}
+}
+
+func (f *flightRecorder) ruleset(s ruleset.Snapshot) { f.rulesets = append(f.rulesets, s) }
+
+// tick takes the findings, and writes the windows whose end has passed
+// (now is the newest event time; final: the run ends, write them all).
+func (f *flightRecorder) tick(now uint64, final bool) {
+	for more := true; more; {
+		select {
+		case x := <-f.found:
+			f.add(x)
+		default:
+			more = false
+		}
+	}
+	for len(f.pending) > 0 && (final || f.pending[0].till+uint64(f.o.settle) <= now) {
+		f.dump(f.pending[0])
+		f.pending = f.pending[1:]
+	}
+}
+
+// close writes the windows still open and waits for the files; it
+// returns the files kept.
+func (f *flightRecorder) close() []string {
+	f.tick(0, true)
+	files := <-f.writing
+	f.writing <- files
+	return files
+}
+
+// add opens a window for a finding, or widens the one it overlaps.
+func (f *flightRecorder) add(x flightFinding) {
+	from, till := x.start-min(x.start, uint64(f.o.before)), x.end+uint64(f.o.after)
+	for i := range f.pending {
+		if p := &f.pending[i]; from <= p.till && till >= p.from {
+			p.from, p.till = min(p.from, from), max(p.till, till)
+			return
+		}
+	}
+	f.pending = append(f.pending, flightDump{first: x, from: from, till: till})
+}
+
+// dump hands a window's events to the writing goroutine.
+func (f *flightRecorder) dump(d flightDump) {
+	var evs [][]byte
+	for _, h := range f.held[f.head:] {
+		if h.time >= d.from && h.time <= d.till {
+			evs = append(evs, h.rec)
+		}
+	}
+	var rs []ruleset.Snapshot
+	for _, s := range f.rulesets {
+		if s.Time <= d.till {
+			rs = append(rs, s)
+		}
+	}
+	at := f.meta.Wall(d.first.start)
+	name := fmt.Sprintf("%s-%s-flow%d.ntrace", d.first.rule, at.Format("20060102-150405.000"), d.first.flow)
+	path := filepath.Join(f.o.dir, strings.ReplaceAll(name, "/", "-"))
+	files := <-f.writing
+	go func() {
+		if err := f.write(path, evs, rs); err != nil {
+			os.Remove(path)
+			f.problem(err)
+		} else {
+			files = append(files, path)
+			for f.o.keep > 0 && len(files) > f.o.keep {
+				os.Remove(files[0])
+				files = files[1:]
+			}
+		}
+		f.writing <- files
+	}()
+}
+
+func (f *flightRecorder) write(path string, evs [][]byte, rs []ruleset.Snapshot) error {
+	w, err := trace.Create(path, f.meta, f.names)
+	if err != nil {
+		return err
+	}
+	for _, s := range rs {
+		if err := w.Ruleset(s); err != nil {
+			return err
+		}
+	}
+	var e event.Event
+	for _, rec := range evs {
+		if err := event.Decode(rec, &e); err != nil {
+			return err
+		}
+		if err := w.Event(&e); err != nil {
+			return err
+		}
+	}
+	return w.Close(trace.Summary{Ended: time.Now().UTC()})
+}
