@@ -38,8 +38,9 @@ type JSONPacket struct {
 	Steps     []JSONStep `json:"steps"`
 	End       string     `json:"end"`
 	// Ordinary, for a packet the kernel freed without a reason in its
-	// ordinary work, says what that was (explain.Ordinary); End and the
-	// drop step keep the kernel's own words.
+	// ordinary work or a dropped multicast group management message, says
+	// what that was (explain.Ordinary); End and the drop step keep the
+	// kernel's own words.
 	Ordinary string `json:"ordinary,omitempty"`
 }
 

@@ -59,6 +59,11 @@ var Rules = []Rule{
 // Explain returns the root-cause finding for a flow, or nil for a flow
 // that shows no failure.
 func Explain(f *flow.Flow, n Names) *Finding {
+	if groupManagement(f.Tuple()) != "" {
+		// IGMP and MLD keep the link's multicast memberships, repeated on
+		// timers; their drops are labelled (Ordinary), no connection fails.
+		return nil
+	}
 	for _, r := range Rules {
 		if fd := r.Check(f, n); fd != nil {
 			fd.Rule = r.ID

@@ -26,6 +26,8 @@ func TestExplainReportsTheRootCauseOnly(t *testing.T) {
 		{"incident 2 healthy", fixture.SYNOverflow(true), ""},
 		{"incident 4 healthy", fixture.StaleHostPort(true), ""},
 		{"incident 5 healthy", fixture.Hairpin(true), ""},
+		{"a bridge querier's MLD query dropped by a reverse-path filter", mldQueryDropped(), ""},
+		{"mDNS dropped by a rule", multicastDropped(), "dropped-by-netfilter"},
 	}
 	for _, tt := range tests {
 		flows := flowsOf(t, tt.events)
@@ -40,5 +42,26 @@ func TestExplainReportsTheRootCauseOnly(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: finding %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// mldQueryDropped is a bridge querier's general query, looped back to its
+// host and dropped there by ip6tables' rpfilter match.
+func mldQueryDropped() []event.Event {
+	s := &fixture.Seq{}
+	return []event.Event{
+		fixture.Dev(s, 4, "n1/cni0", event.KindDevRx, mldQueryTuple),
+		fixture.Drop(s, 4, "n1/cni0", mldQueryTuple, "NETFILTER_DROP"),
+	}
+}
+
+// multicastDropped is an mDNS datagram dropped by a rule: a true drop.
+func multicastDropped() []event.Event {
+	s := &fixture.Seq{}
+	mdns := fixture.T("10.244.1.50:5353", "224.0.0.251:5353", 0)
+	mdns.Proto = event.ProtoUDP
+	return []event.Event{
+		fixture.Dev(s, 4, "n1/cni0", event.KindDevRx, mdns),
+		fixture.Drop(s, 4, "n1/cni0", mdns, "NETFILTER_DROP"),
 	}
 }

@@ -9,15 +9,25 @@ import (
 
 // Ordinary says what a packet's drop is when it is the kernel's ordinary
 // work, not a loss: the kernel frees such packets with kfree_skb and no
-// reason, which reads as a fault it is not. It returns "" for any other
-// packet. Timelines label the drop with it; the event itself is unchanged.
+// reason, which reads as a fault it is not; and multicast group management
+// (IGMP, MLD), whatever dropped it, is no connection's loss. It returns ""
+// for any other packet. Timelines label the drop with it; the event itself is unchanged.
 func Ordinary(f *flow.Flow, i int, n Names) string {
 	p := f.Packets[i]
 	last := p.Last()
-	if last.Point != event.PointDrop || n.ReasonName(last.Drop.Reason) != "NOT_SPECIFIED" {
+	if last.Point != event.PointDrop {
 		return ""
 	}
 	t := packetTuple(p.Head())
+	if n.ReasonName(last.Drop.Reason) != "NOT_SPECIFIED" {
+		if what := groupManagement(t); what != "" {
+			// Whatever dropped it (a reverse-path filter drops a bridge
+			// querier's own query, looped back to its host, as coming
+			// from a local address), no connection waited on it.
+			return what + ": multicast group management, which the link repeats; no connection's packet"
+		}
+		return ""
+	}
 	switch {
 	case t.Multicast():
 		// ip_rcv_finish_core frees multicast for a group no socket of the
@@ -54,4 +64,34 @@ func requestHeld(f *flow.Flow, i int) bool {
 		}
 	}
 	return false
+}
+
+// IGMP and the MLD messages of ICMPv6 (its type in the tuple's source
+// port's high byte).
+const (
+	protoIGMP   = 2
+	mldQuery    = 130
+	mldReport   = 131
+	mldDone     = 132
+	mldv2Report = 143
+)
+
+// groupManagement names a multicast group management message (IGMP, an
+// MLD query, report or done), or returns "".
+func groupManagement(t event.Tuple) string {
+	switch {
+	case t.Proto == protoIGMP:
+		return "IGMP"
+	case t.Proto != event.ProtoICMPv6:
+		return ""
+	}
+	switch t.Sport >> 8 {
+	case mldQuery:
+		return "MLD query"
+	case mldReport, mldv2Report:
+		return "MLD report"
+	case mldDone:
+		return "MLD done"
+	}
+	return ""
 }

@@ -13,6 +13,8 @@ func TestOrdinary(t *testing.T) {
 	syn := fixture.T("10.244.1.10:40000", "10.244.2.10:8080", fixture.SYN)
 	synAck := fixture.T("10.244.2.10:8080", "10.244.1.10:40000", fixture.SYNACK)
 	igmp := event.Tuple{Src: netip.MustParseAddr("10.244.1.1"), Dst: netip.MustParseAddr("224.0.0.1"), Proto: 2}
+	mdns := fixture.T("10.244.1.50:5353", "224.0.0.251:5353", 0)
+	mdns.Proto = event.ProtoUDP
 	at := func(e event.Event, loc uint64) event.Event { e.Drop.Location = loc; return e }
 	cases := []struct {
 		name   string
@@ -56,8 +58,22 @@ func TestOrdinary(t *testing.T) {
 				fixture.Drop(s, 4, "n1/cni0", igmp, "NOT_SPECIFIED"),
 			}
 		}, "multicast for a group"},
-		{"multicast dropped by a rule", func(s *fixture.Seq) []event.Event {
+		{"IGMP dropped by a rule", func(s *fixture.Seq) []event.Event {
 			return []event.Event{fixture.Drop(s, 4, "n1/cni0", igmp, "NETFILTER_DROP")}
+		}, "IGMP: multicast group management"},
+		// A bridge's querier's own MLD query, looped back to its host and
+		// dropped by a reverse-path filter (incident 1's IPv6 lab).
+		{"MLD query dropped by a rule", func(s *fixture.Seq) []event.Event {
+			return []event.Event{
+				fixture.Dev(s, 4, "n1/cni0", event.KindDevRx, mldQueryTuple),
+				fixture.Drop(s, 4, "n1/cni0", mldQueryTuple, "NETFILTER_DROP"),
+			}
+		}, "MLD query: multicast group management"},
+		{"mDNS dropped by a rule", func(s *fixture.Seq) []event.Event {
+			return []event.Event{fixture.Drop(s, 4, "n1/cni0", mdns, "NETFILTER_DROP")}
+		}, ""},
+		{"ICMPv6 echo to all nodes dropped by a rule", func(s *fixture.Seq) []event.Event {
+			return []event.Event{fixture.Drop(s, 4, "n1/cni0", allNodesEcho, "NETFILTER_DROP")}
 		}, ""},
 	}
 	for _, tc := range cases {
@@ -74,3 +90,13 @@ func TestOrdinary(t *testing.T) {
 		})
 	}
 }
+
+var (
+	// mldQueryTuple is a general MLD query as the tuple has it: type and
+	// code in the source port, the maximum response delay (10 s) where an
+	// echo's id would be.
+	mldQueryTuple = event.Tuple{Src: netip.MustParseAddr("fe80::fcc3:90ff:fee3:f7c4"), Dst: netip.MustParseAddr("ff02::1"),
+		Proto: event.ProtoICMPv6, Sport: mldQuery << 8, Dport: 10000}
+	allNodesEcho = event.Tuple{Src: netip.MustParseAddr("fe80::1"), Dst: netip.MustParseAddr("ff02::1"),
+		Proto: event.ProtoICMPv6, Sport: 128 << 8, Dport: 7}
+)

@@ -283,8 +283,9 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	facts := factsOf(e, pt)
 	var keys [maxKeys]key
 	n, skb := c.keysOf(e, pt, &facts, &keys)
-	var f *Flow
+	var f, displaced *Flow
 	var found [maxKeys]*Flow
+	late := false
 	for i, k := range keys[:n] {
 		g, ok := c.recent.flowOf(k)
 		if !ok {
@@ -302,12 +303,22 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 			continue
 		}
 		if !g.conn.agrees(&facts) || (f != nil && !f.conn.compatible(&g.conn)) {
+			if h := c.displacedAgreeing(g, &facts, e.Time); h != nil && (f == nil || f == h) {
+				// A late packet of a connection the key's flow displaced
+				// (a SYN-ACK overtaken by the next connection's SYN on
+				// the same tuple): it joins its own, and the key stays.
+				found[i], f, late = h, h, true
+				continue
+			}
 			// Another connection at a key this one reuses: the key is
 			// this connection's from now on. That one keeps its other
 			// keys, its packets still in flight (a reset overtaken by the
-			// new SYN) still join it by their own identity, and it ends
-			// when idle.
+			// new SYN) still join it by their own identity or as
+			// displaced, and it ends when idle.
 			c.stats.Contradictions++
+			if displaced == nil {
+				displaced = g
+			}
 			continue
 		}
 		found[i] = g
@@ -328,6 +339,9 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		f = c.newFlow()
 		f.ID, f.Start = c.nextID, e.Time
 		f.open = true
+		if displaced != nil {
+			f.displaced, f.displacedID = displaced, displaced.ID
+		}
 		c.active++
 	}
 	if skb.kind != 0 && found[0] == nil && len(f.Packets) >= c.cfg.MaxPackets {
@@ -350,6 +364,10 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		}
 	}
 	c.recent = recentKeys{keys: keys, n: n, flow: f}
+	if late {
+		// Some of its keys lead to the flow that displaced f.
+		c.recent.forget()
+	}
 	if e.Time > f.End {
 		f.End = e.Time
 	}
@@ -384,6 +402,26 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.dropHeld(id, held)
 	}
 	p.add(e)
+}
+
+// maxDisplaced bounds how many connections back on one key a late packet
+// is looked for: each displaced the one before it.
+const maxDisplaced = 3
+
+// displacedAgreeing returns the open flow, among those g displaced (and
+// they in turn), that an event with facts f belongs to, or nil.
+func (c *Correlator) displacedAgreeing(g *Flow, f *connFacts, now uint64) *Flow {
+	for range maxDisplaced {
+		h := g.displaced
+		if h == nil || !h.open || h.ID != g.displacedID || h.End+uint64(c.cfg.Idle) < now {
+			return nil
+		}
+		if h.conn.agrees(f) {
+			return h
+		}
+		g = h
+	}
+	return nil
 }
 
 // MaxHeld bounds the partial events kept for one packet: it makes one or

@@ -72,6 +72,11 @@ type Flow struct {
 	open   bool    // not ended (nor merged into another)
 	keys   []key
 	conn   connState
+	// displaced is the flow this one took a key from when its connection
+	// reused the key (another connection on the same tuple), while that
+	// flow is open with displacedID: its late packets still find it.
+	displaced   *Flow
+	displacedID uint64
 	// prev and next link flows by last activity, oldest first, so that
 	// expiry and eviction never scan every flow.
 	prev, next *Flow

@@ -204,9 +204,14 @@ const skbGap = uint64(time.Second)
 type connFacts struct {
 	isn    uint32 // initial sequence number of a SYN (dir 0) or SYN-ACK (dir 1)
 	isnDir int8   // -1: none
-	ctKey  key    // the conntrack entry's key, when it identifies the connection
-	ct     ctSeen
-	sock   sockSeen
+	// acked is the client's initial sequence number a SYN-ACK acknowledges
+	// (its acknowledgement number less one): a SYN-ACK answers one SYN, and
+	// a late one must not join the next connection on the same tuple.
+	acked    uint32
+	hasAcked bool
+	ctKey    key // the conntrack entry's key, when it identifies the connection
+	ct       ctSeen
+	sock     sockSeen
 }
 
 // ctSeen and sockSeen hold keys by their sums: a flow keeps several, and
@@ -256,11 +261,12 @@ const (
 func factsOf(e *event.Event, pt event.Tuple) connFacts {
 	f := connFacts{isnDir: -1}
 	if pt.Proto == event.ProtoTCP && pt.TCPFlags&tcpSYN != 0 && e.Point != event.PointTCP {
-		if seq, ok := tcpSeq(connBytes(e)); ok {
+		if seq, ack, ok := tcpSeqAck(connBytes(e)); ok {
 			f.isn = seq
 			f.isnDir = 0
 			if pt.TCPFlags&tcpACK != 0 {
 				f.isnDir = 1
+				f.acked, f.hasAcked = ack-1, true
 			}
 		}
 	}
@@ -278,6 +284,9 @@ func factsOf(e *event.Event, pt event.Tuple) connFacts {
 // connection.
 func (s *connState) agrees(f *connFacts) bool {
 	if f.isnDir >= 0 && s.hasISN[f.isnDir] && s.isn[f.isnDir] != f.isn {
+		return false
+	}
+	if f.hasAcked && s.hasISN[0] && s.isn[0] != f.acked {
 		return false
 	}
 	if f.ct.sum != 0 && !s.sameSYN(f) {
@@ -321,6 +330,9 @@ func (s *connState) compatible(o *connState) bool {
 func (s *connState) add(f *connFacts) {
 	if f.isnDir >= 0 && !s.hasISN[f.isnDir] {
 		s.isn[f.isnDir], s.hasISN[f.isnDir] = f.isn, true
+	}
+	if f.hasAcked && !s.hasISN[0] {
+		s.isn[0], s.hasISN[0] = f.acked, true
 	}
 	if f.ct.sum != 0 && !s.hasCT(f.ct) {
 		s.addCT(f)
@@ -483,13 +495,14 @@ func connBytes(e *event.Event) []byte {
 	return nil
 }
 
-// tcpSeq reads the sequence number of a TCP segment's first bytes.
-func tcpSeq(pkt []byte) (uint32, bool) {
+// tcpSeqAck reads the sequence and acknowledgement numbers of a TCP
+// segment's first bytes.
+func tcpSeqAck(pkt []byte) (seq, ack uint32, ok bool) {
 	hl, proto, ok := ipHeader(pkt)
-	if !ok || proto != event.ProtoTCP || len(pkt) < hl+8 {
-		return 0, false
+	if !ok || proto != event.ProtoTCP || len(pkt) < hl+12 {
+		return 0, 0, false
 	}
-	return binary.BigEndian.Uint32(pkt[hl+4:]), true
+	return binary.BigEndian.Uint32(pkt[hl+4:]), binary.BigEndian.Uint32(pkt[hl+8:]), true
 }
 
 // ICMP and ICMPv6 error types that quote the packet they are about.

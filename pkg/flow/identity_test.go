@@ -153,7 +153,7 @@ func TestConnBytes(t *testing.T) {
 		if got := carries(b, want); got != tt.want {
 			t.Errorf("%s: found %v, want %v", tt.name, got, tt.want)
 		}
-		if seq, ok := tcpSeq(b); tt.want && (!ok || seq != 1000) {
+		if seq, _, ok := tcpSeqAck(b); tt.want && (!ok || seq != 1000) {
 			t.Errorf("%s: sequence %d (%v), want 1000", tt.name, seq, ok)
 		}
 	}

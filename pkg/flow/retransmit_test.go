@@ -1,7 +1,10 @@
 package flow
 
 import (
+	"fmt"
 	"math/rand"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +45,62 @@ func TestRetransmittedSYNUnderANewEntry(t *testing.T) {
 				t.Errorf("%d flows, want %d", flows, tc.flows)
 			}
 		})
+	}
+}
+
+// TestLateSYNACKOfAGivenUpConnection: a client gives up on a connection
+// whose SYN-ACK is late (its dial timed out) and the next connection
+// reuses the port: the first SYN-ACK arrives after the second SYN, under
+// the same conntrack entry and tuple, and the client resets it. The late
+// SYN-ACK acknowledges the first SYN, so it is the first connection's; the
+// second connection's own SYN-ACK does not start a third flow.
+func TestLateSYNACKOfAGivenUpConnection(t *testing.T) {
+	const syn, ack, rst = 0x02, 0x10, 0x04
+	// An address per packet: here packets are told apart by what they say,
+	// not by where the kernel kept them.
+	s := &synthesizer{r: rand.New(rand.NewSource(1)), now: 1e9, seen: map[uint64]uint64{}}
+	next := s.packet
+	addr := uint64(0x1000)
+	packet := func(c *synthConn, reply bool, flags uint8, seq, ack uint32) {
+		addr += 0x1000
+		s.skbs = []uint64{addr}
+		next(c, reply, flags, seq, ack)
+	}
+	first := &synthConn{id: 1, sport: 40000, isn: 100, isnRep: 500, ct: 0xc1, cookie: 7}
+	second := &synthConn{id: 1, sport: 40000, isn: 2000, isnRep: 7000, ct: 0xc1, cookie: 8}
+	s.state(first, 7, 2, true)
+	packet(first, false, syn, 100, 0)
+	packet(first, false, syn, 100, 0) // retransmitted
+	s.state(first, 2, 7, true)        // the dial gave up
+	s.state(second, 7, 2, true)
+	packet(second, false, syn, 2000, 0)
+	packet(first, true, syn|ack, 500, 101) // late, for the first SYN
+	packet(second, false, rst, 101, 0)     // the client knows no such connection
+	packet(second, true, syn|ack, 7000, 2001)
+	packet(second, false, ack, 2001, 7001)
+	// Each flow as its packets' TCP flags (a packet by its address, one
+	// each): the late SYN-ACK is the only one to follow two SYNs.
+	var flows []string
+	corr := New(DefaultConfig)
+	record := func(f *Flow) {
+		var flags []string
+		seen := map[uint64]bool{}
+		for _, p := range f.Packets {
+			if !seen[p.Skb] {
+				seen[p.Skb] = true
+				flags = append(flags, fmt.Sprintf("%#x", p.Head().Tuple.TCPFlags))
+			}
+		}
+		flows = append(flows, strings.Join(flags, " "))
+	}
+	for i := range s.events {
+		corr.Add(&s.events[i], record)
+	}
+	corr.Flush(record)
+	slices.Sort(flows)
+	// The client's reset is not told apart: it carries no sequence number
+	// of a SYN, and joins the connection that holds the tuple.
+	if want := []string{"0x2 0x2 0x12", "0x2 0x4 0x12 0x10"}; !slices.Equal(flows, want) {
+		t.Errorf("flows by their packets' TCP flags: %q, want %q", flows, want)
 	}
 }

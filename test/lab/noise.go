@@ -67,11 +67,14 @@ type NoiseReport struct {
 	Failed                 map[string]int
 	UDPExchanges, Pings    int
 	Multicasts, Broadcasts int
+	// QuerierRestarts counts the restarts of node 1's bridge querier,
+	// each sending IGMP and MLD general queries.
+	QuerierRestarts int
 }
 
 func (r NoiseReport) String() string {
-	s := fmt.Sprintf("%d TCP connections (%d reusing source port %d, %d failed), %d UDP exchanges, %d pings, %d multicast and %d broadcast datagrams",
-		r.TCPConns, r.Reused, NoiseFixedPort, r.TCPFailed, r.UDPExchanges, r.Pings, r.Multicasts, r.Broadcasts)
+	s := fmt.Sprintf("%d TCP connections (%d reusing source port %d, %d failed), %d UDP exchanges, %d pings, %d multicast and %d broadcast datagrams, %d bridge querier restarts",
+		r.TCPConns, r.Reused, NoiseFixedPort, r.TCPFailed, r.UDPExchanges, r.Pings, r.Multicasts, r.Broadcasts, r.QuerierRestarts)
 	if r.Unsent > 0 {
 		s += fmt.Sprintf("; %d attempts refused before sending", r.Unsent)
 	}
@@ -86,7 +89,8 @@ func nsPath(ns string) string { return filepath.Join(netns.RunDir, ns) }
 // Noise runs background traffic for cfg.Duration: short TCP connections
 // from q1 to p1 (same node), to p2 (across the tunnel) and to p2 through a
 // ClusterIP, half of them reusing one source port; UDP request/response;
-// ICMP echo; multicast and broadcast datagrams. The lab must be up.
+// ICMP echo; multicast and broadcast datagrams; node 1's bridge querier
+// restarted, so that its IGMP and MLD queries come. The lab must be up.
 func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
@@ -174,8 +178,40 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 		rep.UDPExchanges, rep.Pings, rep.Multicasts, rep.Broadcasts = n[0], n[1], n[2], n[3]
 		mu.Unlock()
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n := restartQuerier(ctx, NsNode1)
+		mu.Lock()
+		rep.QuerierRestarts = n
+		mu.Unlock()
+	}()
 	wg.Wait()
 	return rep, nil
+}
+
+// querierPeriod is how often the background restarts a bridge's querier.
+const querierPeriod = time.Second
+
+// restartQuerier turns the multicast querier of a node's pod bridge off
+// and on every querierPeriod until ctx ends, and returns how many times.
+// Each start sends IGMP and MLD general queries at once, which the bridge
+// also delivers to its own host: a node's bridges send them every two
+// minutes or so, and every run of the busy lab must meet them, not only
+// the runs that a slow machine stretches past the querier's own timer.
+func restartQuerier(ctx context.Context, ns string) int {
+	n := 0
+	for ctx.Err() == nil {
+		if run(ipn(ns, "link", "set", "cni0", "type", "bridge", "mcast_querier", "0")...) == nil &&
+			run(ipn(ns, "link", "set", "cni0", "type", "bridge", "mcast_querier", "1")...) == nil {
+			n++
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(querierPeriod):
+		}
+	}
+	return n
 }
 
 func listenIn(ns, addr string) (net.Listener, error) {
