@@ -45,8 +45,15 @@ unit-test: generate
 	# The packages where goroutines hand flows and names to each other.
 	go test -count=1 -race ./internal/cli/ ./pkg/flow/ ./pkg/trace/
 
+# The host's integration tests take about 10 minutes here; the timeout
+# (go test's default is 10) leaves room for a machine three times slower.
+# A failure ends with what each failed test said (scripts/failed), which
+# the -v log's thousands of lines bury.
+INTEGRATION_TIMEOUT ?= 30m
 integration-test: generate
-	go test -count=1 -v ./test/...
+	@mkdir -p .cache
+	set -o pipefail; go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./test/... 2>&1 | tee .cache/integration.log || \
+		{ go tool test2json < .cache/integration.log | go run ./scripts/failed; exit 1; }
 
 fuzz: generate
 	scripts/fuzz.sh

@@ -123,12 +123,12 @@ func veth(t *testing.T, a, aIf, aAddr, b, bIf, bAddr string) {
 // connection then loses its SYN and retransmits it a second later.
 func waitOperUp(t *testing.T, ns, dev string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(lab.Patience); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if strings.Contains(sh(t, "ip", "-n", ns, "-o", "link", "show", "dev", dev), "state UP") {
 			return
 		}
 	}
-	t.Fatalf("%s/%s not operationally up after 5 s", ns, dev)
+	t.Fatalf("%s/%s not operationally up after %s", ns, dev, lab.Patience)
 }
 
 // listen opens a TCP listener in a namespace with an explicit backlog,
@@ -198,7 +198,9 @@ func startWatch(t *testing.T, args ...string) *watch {
 			w.forced[point] = method
 		}
 	}
-	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", "90s",
+	// --duration stops a watch the test never stopped (it hung), not one
+	// a slow machine keeps running.
+	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", lab.Patience.String(),
 		"--log-level", "debug", "--log-format", "json"}, args...)
 	w.cmd = exec.Command(nettraceBin, full...)
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
@@ -211,13 +213,15 @@ func startWatch(t *testing.T, args ...string) *watch {
 			w.cmd.Wait()
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	// Attaching takes seconds on a quiet machine and tens of seconds in a
+	// TCG guest under load: the bound only catches a hang.
+	deadline := time.Now().Add(lab.Patience)
 	for {
 		if _, err := os.Stat(ready); err == nil {
 			return w
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nettrace not ready after 30s; stderr:\n%s", w.stderr.String())
+			t.Fatalf("nettrace not ready after %s; stderr:\n%s", lab.Patience, w.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

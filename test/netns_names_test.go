@@ -13,6 +13,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
 // A namespace with no name under /run/netns (a container's) is named by
@@ -33,13 +34,13 @@ func TestUnnamedNamespaceIsNamedByItsProcess(t *testing.T) {
 	want := fmt.Sprintf("sleep[%d]", holder.Process.Pid)
 	// unshare execs sleep once the namespace is made.
 	path := fmt.Sprintf("/proc/%d/ns/net", holder.Process.Pid)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(lab.Patience); ; time.Sleep(10 * time.Millisecond) {
 		comm := sh(t, "cat", fmt.Sprintf("/proc/%d/comm", holder.Process.Pid))
 		if strings.TrimSpace(comm) == "sleep" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the namespace's process is still %q after 5 s", comm)
+			t.Fatalf("the namespace's process is still %q after %s", comm, lab.Patience)
 		}
 	}
 	sh(t, "nsenter", "--net="+path, "ip", "link", "set", "lo", "up")

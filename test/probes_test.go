@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/nettrace-dev/nettrace/internal/probe"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
 type probesReport struct {
@@ -137,7 +138,8 @@ func TestNoResidueAfterSIGKILL(t *testing.T) {
 		t.Fatal("no nettrace program loaded while watch runs")
 	}
 	dial(t, ns, "", "127.0.0.1:1", time.Second)
-	time.Sleep(300 * time.Millisecond) // the recording is flushed every 100 ms
+	// The recording is flushed on a clock: kill once it holds the flow.
+	waitReplayable(t, recording)
 	w.cmd.Process.Kill()
 	w.cmd.Wait()
 	waitNoPrograms(t, "after SIGKILL")
@@ -151,16 +153,28 @@ func TestNoResidueAfterSIGKILL(t *testing.T) {
 	}
 }
 
+// waitReplayable waits until a recording being written replays a flow.
+func waitReplayable(t *testing.T, recording string) {
+	t.Helper()
+	for deadline := time.Now().Add(lab.Patience); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, _ := exec.Command(nettraceBin, "replay", recording, "-o", "json").Output()
+		if strings.Contains(string(out), `"type":"flow"`) {
+			return
+		}
+	}
+	t.Fatalf("%s replays no flow after %s", recording, lab.Patience)
+}
+
 func waitNoPrograms(t *testing.T, when string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(lab.Patience)
 	for {
 		n := ourPrograms(t)
 		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d nettrace programs still loaded 10s %s", n, when)
+			t.Fatalf("%d nettrace programs still loaded %s %s", n, lab.Patience, when)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -127,7 +127,7 @@ func (r labRun) namedNativeRule(t *testing.T, rules []output.JSONNetfilterRule, 
 // read the ruleset since it changed.
 func waitForRuleset(t *testing.T, recording string, ino uint32, f lab.Family, text string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(lab.Patience)
 	for time.Now().Before(deadline) {
 		if r, err := ntrace.Open(recording); err == nil {
 			for {
@@ -151,7 +151,7 @@ func waitForRuleset(t *testing.T, recording string, ino uint32, f lab.Family, te
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("the recording has no ruleset of namespace %d with %q after 10 s", ino, text)
+	t.Fatalf("the recording has no ruleset of namespace %d with %q after %s", ino, text, lab.Patience)
 }
 
 // A DROP rule is named by the dropped-by-netfilter finding as

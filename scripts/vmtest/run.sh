@@ -164,6 +164,14 @@ chmod +x "$INITRD/init"
 echo "vmtest: initramfs $(du -h "$WORK/initrd.gz" | cut -f1); booting $NAME under TCG (timeout ${TIMEOUT}s)"
 
 LOG="$CACHE/$NAME.log"
+# show_failures prints what each failed test said, found in the whole log
+# (the guest's console interleaves the kernel's lines, which test2json
+# leaves unattributed), then the log's end, where a hang or a panic shows.
+show_failures() {
+	tr -d '\r' < "$LOG" | sed -n '/VMTEST: running tests/,$p' | go tool test2json | go run ./scripts/failed || true
+	echo "vmtest: the end of $NAME's output:"
+	tr -d '\r' < "$LOG" | tail -60
+}
 start=$(date +%s)
 set +e
 timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 3072 -nographic -no-reboot \
@@ -173,8 +181,8 @@ rc=$?
 set -e
 elapsed=$(( $(date +%s) - start ))
 if [ $rc -eq 124 ]; then
-	echo "vmtest: FAIL: the guest did not finish within ${TIMEOUT}s (hung?); its output:" >&2
-	tail -100 "$LOG" >&2
+	echo "vmtest: FAIL: the guest did not finish within ${TIMEOUT}s (hung?)" >&2
+	show_failures >&2
 	exit 1
 fi
 # Which method each point used on this kernel, for the CI log.
@@ -184,6 +192,6 @@ if grep -q "VMTEST RESULT: PASS" "$LOG"; then
 	echo "vmtest: PASS on $NAME in ${elapsed}s"
 	exit 0
 fi
-echo "vmtest: FAIL on $NAME after ${elapsed}s; the guest's output:" >&2
-tr -d '\r' < "$LOG" | tail -200 >&2
+echo "vmtest: FAIL on $NAME after ${elapsed}s" >&2
+show_failures >&2
 exit 1

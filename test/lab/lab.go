@@ -88,6 +88,12 @@ type Queue struct {
 	HoldFirst bool
 }
 
+// Patience bounds every wait for something expected (a link up, a server
+// listening, a tracer attached, its programs freed): far longer than any
+// machine of ours takes, a TCG guest beside a CPU hog included, so that
+// only a hang fails for it, never a slow machine.
+const Patience = 5 * time.Minute
+
 func run(args ...string) error {
 	cmd := exec.Command(args[0], args[1:]...)
 	var out bytes.Buffer
@@ -272,7 +278,7 @@ func waitVethsUp(pods []Pod) error {
 	for _, p := range pods {
 		ends = append(ends, [2]string{p.Namespace(), "eth0"}, [2]string{nodes[p.Node-1].ns, "veth-" + p.Name})
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(Patience)
 	for _, e := range ends {
 		for {
 			out, err := exec.Command("ip", "-n", e[0], "-o", "link", "show", "dev", e[1]).Output()
@@ -283,7 +289,7 @@ func waitVethsUp(pods []Pod) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("link %s/%s not operationally up after 5 s", e[0], e[1])
+				return fmt.Errorf("link %s/%s not operationally up after %s", e[0], e[1], Patience)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -345,12 +351,12 @@ func startDetached(labBin, ns, name string, args ...string) error {
 		return err
 	}
 	go cmd.Wait()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(Patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(ready); err == nil {
 			return nil
 		}
 	}
-	return errors.New("did not start")
+	return fmt.Errorf("did not start within %s", Patience)
 }
 
 // Down stops the lab's servers and removes every lab namespace (which

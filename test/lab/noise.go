@@ -276,13 +276,7 @@ func noiseConnect(ns, target string, reuse bool) error {
 		d := net.Dialer{Timeout: time.Second}
 		if reuse {
 			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(NoisePodIP), Port: NoiseFixedPort}
-			d.Control = func(_, _ string, c syscall.RawConn) error {
-				var serr error
-				c.Control(func(fd uintptr) {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-				})
-				return serr
-			}
+			d.Control = ReuseAddr
 		}
 		conn, derr = d.Dial("tcp4", target)
 		return nil
@@ -358,6 +352,19 @@ func datagrams(ctx context.Context, ns string) [4]int {
 		}
 	}
 	return n
+}
+
+// ReuseAddr is a dialer's Control that sets SO_REUSEADDR: a client binding
+// a fixed port connects again while its last connection on that port is
+// still known to the kernel (pending at the server, or reset just now).
+func ReuseAddr(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 func broadcastSocket() (net.PacketConn, error) {

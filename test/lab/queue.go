@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -27,18 +29,18 @@ const (
 )
 
 // ServeQueue binds netfilter queue num and accepts every packet queued
-// there. With holdFirst it sets up a conntrack clash: it holds the first
-// packet until the second arrives, accepts the second (conntrack confirms
-// its entry as it leaves) and then the first, whose own entry, created
-// before the second's existed, clashes at confirmation. It runs until
-// killed, creating readyFile once bound.
+// there, each delay after it came. With holdFirst it sets up a conntrack
+// clash: it holds the first packet until the second arrives, accepts the
+// second (conntrack confirms its entry as it leaves) and then the first,
+// whose own entry, created before the second's existed, clashes at
+// confirmation. It runs until killed, creating readyFile once bound.
 //
 // A queue is where a packet can wait between conntrack creating its entry
 // and confirming it: what the kernel's scheduling does at random on a
 // busy node, made certain. Older kernels (6.1 among them) resolve the
 // clash when the queue gives the packet back (nf_conntrack_update attaches
 // it to the entry confirmed meanwhile): there nothing is dropped.
-func ServeQueue(num uint16, holdFirst bool, readyFile string) error {
+func ServeQueue(num uint16, holdFirst bool, delay time.Duration, readyFile string) error {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
 	if err != nil {
 		return fmt.Errorf("netfilter queue %d: %w", num, err)
@@ -56,6 +58,14 @@ func ServeQueue(num uint16, holdFirst bool, readyFile string) error {
 	}
 	var first uint32
 	queued := 0
+	// The delayed verdicts are sent from timers, beside the receive loop's.
+	var mu sync.Mutex
+	verdict := func(id uint32) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return accept(c, num, id)
+	}
+	late := make(chan error, 1)
 	for {
 		msgs, err := c.Receive()
 		if err != nil {
@@ -70,15 +80,31 @@ func ServeQueue(num uint16, holdFirst bool, readyFile string) error {
 				return fmt.Errorf("netfilter queue %d: %w", num, err)
 			}
 			queued++
+			if delay > 0 {
+				time.AfterFunc(delay, func() {
+					if err := verdict(id); err != nil {
+						select {
+						case late <- err:
+						default:
+						}
+					}
+				})
+				select {
+				case err := <-late:
+					return fmt.Errorf("netfilter queue %d: %w", num, err)
+				default:
+				}
+				continue
+			}
 			if holdFirst && queued == 1 {
 				first = id
 				continue
 			}
-			if err := accept(c, num, id); err != nil {
+			if err := verdict(id); err != nil {
 				return fmt.Errorf("netfilter queue %d: %w", num, err)
 			}
 			if holdFirst && queued == 2 {
-				if err := accept(c, num, first); err != nil {
+				if err := verdict(first); err != nil {
 					return fmt.Errorf("netfilter queue %d: %w", num, err)
 				}
 			}

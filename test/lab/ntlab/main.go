@@ -117,9 +117,10 @@ func run(cmd string, args []string) error {
 		fs := flag.NewFlagSet("queue", flag.ExitOnError)
 		num := fs.Uint("num", 0, "netfilter queue number")
 		holdFirst := fs.Bool("hold-first", false, "hold the first packet until the second has passed")
+		delay := fs.Duration("delay", 0, "accept each packet this long after it came")
 		ready := fs.String("ready-file", "", "created once the queue is bound")
 		fs.Parse(args)
-		return lab.ServeQueue(uint16(*num), *holdFirst, *ready)
+		return lab.ServeQueue(uint16(*num), *holdFirst, *delay, *ready)
 	}
 	usage()
 	os.Exit(2)
