@@ -204,9 +204,10 @@ const skbGap = uint64(time.Second)
 type connFacts struct {
 	isn    uint32 // initial sequence number of a SYN (dir 0) or SYN-ACK (dir 1)
 	isnDir int8   // -1: none
-	// acked is the client's initial sequence number a SYN-ACK acknowledges
-	// (its acknowledgement number less one): a SYN-ACK answers one SYN, and
-	// a late one must not join the next connection on the same tuple.
+	// acked is what a SYN-ACK acknowledges less one: the client's initial
+	// sequence number, past the data of a Fast Open SYN. A SYN-ACK answers
+	// one SYN, and a late one must not join the next connection on the same
+	// tuple.
 	acked    uint32
 	hasAcked bool
 	ctKey    key // the conntrack entry's key, when it identifies the connection
@@ -251,6 +252,10 @@ type connState struct {
 	nsock  uint8
 }
 
+// maxSYNData bounds the data a Fast Open SYN carries, which its SYN-ACK
+// acknowledges too: at most a segment.
+const maxSYNData = 1<<16 - 1
+
 const (
 	tcpFIN = 0x01
 	tcpSYN = 0x02
@@ -286,7 +291,7 @@ func (s *connState) agrees(f *connFacts) bool {
 	if f.isnDir >= 0 && s.hasISN[f.isnDir] && s.isn[f.isnDir] != f.isn {
 		return false
 	}
-	if f.hasAcked && s.hasISN[0] && s.isn[0] != f.acked {
+	if f.hasAcked && s.hasISN[0] && f.acked-s.isn[0] > maxSYNData {
 		return false
 	}
 	if f.ct.sum != 0 && !s.sameSYN(f) {

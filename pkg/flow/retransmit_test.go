@@ -104,3 +104,24 @@ func TestLateSYNACKOfAGivenUpConnection(t *testing.T) {
 		t.Errorf("flows by their packets' TCP flags: %q, want %q", flows, want)
 	}
 }
+
+// TestFastOpenSYNACK: a Fast Open SYN carries data, and its SYN-ACK
+// acknowledges the data too: it is still that SYN's answer.
+func TestFastOpenSYNACK(t *testing.T) {
+	const syn, ack = 0x02, 0x10
+	s := &synthesizer{r: rand.New(rand.NewSource(1)), now: 1e9, seen: map[uint64]uint64{}, skbs: []uint64{0x1000}}
+	c := &synthConn{id: 1, sport: 40000, isn: 100, isnRep: 500, ct: 0xc1, cookie: 7}
+	s.packet(c, false, syn, 100, 0)
+	s.packet(c, true, syn|ack, 500, 100+1+20) // 20 bytes of data in the SYN
+	s.packet(c, false, ack, 121, 501)
+	flows := 0
+	count := func(*Flow) { flows++ }
+	corr := New(DefaultConfig)
+	for i := range s.events {
+		corr.Add(&s.events[i], count)
+	}
+	corr.Flush(count)
+	if flows != 1 {
+		t.Errorf("%d flows, want 1", flows)
+	}
+}
