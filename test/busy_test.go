@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/test/lab"
@@ -134,24 +135,9 @@ func (r labRun) requireNoiseFlows(t *testing.T) {
 		t.Fatalf("%.0f events lost: the flows cannot be compared with the connections", lost)
 	}
 	flows := 0
+	flowsOf := map[string][]output.JSONFlow{}
 	for _, f := range r.flows {
-		// The connections as the client sees them, in its namespace (NAT
-		// on the node may change the source port).
-		clients := map[string]bool{}
-		for _, p := range f.Packets {
-			for _, s := range p.Steps {
-				t := s.Tuple
-				if s.Netns != lab.Prefix+"q1" || t == nil || t.Proto != "tcp" {
-					continue
-				}
-				switch uint16(lab.NoisePort) {
-				case t.Dport:
-					clients[fmt.Sprintf("%s:%d -> %s", t.Src, t.Sport, t.Dst)] = true
-				case t.Sport:
-					clients[fmt.Sprintf("%s:%d -> %s", t.Dst, t.Dport, t.Src)] = true
-				}
-			}
-		}
+		clients := noiseClients(f)
 		if len(clients) == 0 {
 			continue
 		}
@@ -159,11 +145,64 @@ func (r labRun) requireNoiseFlows(t *testing.T) {
 		if len(clients) > 1 {
 			t.Errorf("flow %d holds packets of %d connections (%v); its flow:\n%s", f.ID, len(clients), clients, dump([]output.JSONFlow{f}))
 		}
+		for c := range clients {
+			flowsOf[c] = append(flowsOf[c], f)
+		}
 	}
 	if flows != r.noise.TCPConns {
-		t.Errorf("%d TCP flows on port %d for %d background connections (%s); flows with several SYNs or resets:\n%s",
-			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(suspectFlows(r.flows), "\n"))
+		t.Errorf("%d TCP flows on port %d for %d background connections (%s); the tuples in several flows, whose flows hold one connection each unless it was dialed again from the same port:\n%s",
+			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(sharedTuples(flowsOf), "\n"))
 	}
+}
+
+// noiseClients lists the background connections a flow holds packets of,
+// as the client sees them, in its namespace (NAT on the node may change
+// the source port).
+func noiseClients(f output.JSONFlow) map[string]bool {
+	clients := map[string]bool{}
+	for _, p := range f.Packets {
+		for _, s := range p.Steps {
+			t := s.Tuple
+			if s.Netns != lab.Prefix+"q1" || t == nil || t.Proto != "tcp" {
+				continue
+			}
+			switch uint16(lab.NoisePort) {
+			case t.Dport:
+				clients[fmt.Sprintf("%s:%d -> %s", t.Src, t.Sport, t.Dst)] = true
+			case t.Sport:
+				clients[fmt.Sprintf("%s:%d -> %s", t.Dst, t.Dport, t.Src)] = true
+			}
+		}
+	}
+	return clients
+}
+
+// sharedTuples describes each client tuple found in more than one flow:
+// its flows in order, each with its packets as the client's namespace
+// saw them (label, direction, time), so that a split connection shows
+// where it split.
+func sharedTuples(flowsOf map[string][]output.JSONFlow) []string {
+	var out []string
+	for _, c := range slices.Sorted(maps.Keys(flowsOf)) {
+		fs := flowsOf[c]
+		if len(fs) < 2 {
+			continue
+		}
+		out = append(out, c+":")
+		for _, f := range fs {
+			var pkts []string
+			for _, p := range f.Packets {
+				if len(p.Steps) == 0 {
+					continue
+				}
+				pkts = append(pkts, fmt.Sprintf("%s %s +%.0fms (%d steps, first in %s, %s)",
+					p.Direction, p.Label, f.Start.Add(time.Duration(p.Steps[0].OffsetUS*1e3)).Sub(fs[0].Start).Seconds()*1e3,
+					len(p.Steps), p.Steps[0].Netns, p.End))
+			}
+			out = append(out, fmt.Sprintf("  flow %d, %d packets: %s", f.ID, len(f.Packets), strings.Join(pkts, "; ")))
+		}
+	}
+	return out
 }
 
 // mldQuery is ICMPv6's type of an MLD query, which the JSON tuple holds
@@ -195,31 +234,6 @@ func (r labRun) requireQueriesLabelled(t *testing.T) {
 	if seen == 0 {
 		t.Errorf("no MLD query of node 1's bridge seen, though its querier restarted %d times (%s)", r.noise.QuerierRestarts, r.noise)
 	}
-}
-
-// suspectFlows describes the noise flows that may hold several
-// connections of one tuple: more than one SYN or reset leaving the client.
-func suspectFlows(flows []output.JSONFlow) []string {
-	var out []string
-	for _, f := range flows {
-		syns, resets := 0, 0
-		for _, p := range f.Packets {
-			if p.Tuple == nil || p.Tuple.Dport != uint16(lab.NoisePort) || len(p.Steps) == 0 || p.Steps[0].Netns != lab.Prefix+"q1" {
-				continue
-			}
-			switch p.Label {
-			case "SYN":
-				syns++
-			case "RST":
-				resets++
-			}
-		}
-		if syns > 1 || resets > 1 {
-			out = append(out, fmt.Sprintf("flow %d %s:%d: %d packets, %d SYNs, %d resets from the client",
-				f.ID, f.Tuple.Src, f.Tuple.Sport, len(f.Packets), syns, resets))
-		}
-	}
-	return out
 }
 
 func lostEvents(summary map[string]any) float64 {

@@ -1,10 +1,12 @@
 package test
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,4 +107,48 @@ func labels(f output.JSONFlow) []string {
 		out = append(out, p.Label)
 	}
 	return out
+}
+
+// A connect from a port whose tuple an open connection holds is refused
+// (EADDRNOTAVAIL) before it sends anything, as the busy lab's reusing
+// client is when another of its connections still holds the tuple: the
+// refused socket's states (SYN-SENT, then CLOSE) name the tuple with
+// another socket's cookie. They are no connection; the open one's packets
+// after them, its reset, stay in its own flow.
+func TestRefusedConnectOnABusyTuple(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	veth(t, client, "c0", "10.98.51.1/24", server, "s0", "10.98.51.2/24")
+	listen(t, server, "10.98.51.2:9000", 0, true)
+	w := startWatch(t, "--netns", client, "--netns", server, "port 9000")
+	var open *net.TCPConn
+	var refused error
+	inNetns(t, client, func() error {
+		d := net.Dialer{Timeout: lab.Patience, LocalAddr: &net.TCPAddr{Port: 40000}, Control: lab.ReuseAddr}
+		c, err := d.Dial("tcp4", "10.98.51.2:9000")
+		if err != nil {
+			return err
+		}
+		open = c.(*net.TCPConn)
+		_, refused = d.Dial("tcp4", "10.98.51.2:9000")
+		return nil
+	})
+	if !errors.Is(refused, syscall.EADDRNOTAVAIL) {
+		t.Fatalf("a second connect on the open connection's tuple: %v, want EADDRNOTAVAIL", refused)
+	}
+	open.SetLinger(0)
+	open.Close()
+	flows := w.stop(t).flows
+
+	var conns []output.JSONFlow
+	for _, f := range flows {
+		if f.Tuple != nil && f.Tuple.Sport == 40000 && len(f.Packets) > 0 {
+			conns = append(conns, f)
+		}
+	}
+	if len(conns) != 1 {
+		t.Fatalf("%d flows with packets from port 40000 for 1 connection:\n%s", len(conns), dump(flows))
+	}
+	if l := labels(conns[0]); l[0] != "SYN" || !hasString(l, "RST") {
+		t.Errorf("the connection's flow holds %v, want its SYN first and its reset:\n%s", l, dump(conns))
+	}
 }

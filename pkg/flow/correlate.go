@@ -285,6 +285,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	n, skb := c.keysOf(e, pt, &facts, &keys)
 	var f, displaced *Flow
 	var found [maxKeys]*Flow
+	var contradicted [maxKeys]bool
 	late := false
 	for i, k := range keys[:n] {
 		g, ok := c.recent.flowOf(k)
@@ -316,6 +317,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 			// new SYN) still join it by their own identity or as
 			// displaced, and it ends when idle.
 			c.stats.Contradictions++
+			contradicted[i] = true
 			if displaced == nil {
 				displaced = g
 			}
@@ -355,7 +357,17 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		return
 	}
 	f.conn.add(&facts)
+	kept := false
 	for i, k := range keys[:n] {
+		if contradicted[i] && skb.kind == 0 {
+			// A socket's state names the tuple it wants, which another
+			// connection may still hold: a connect refused for it
+			// (EADDRNOTAVAIL) changes state and sends nothing. Only a
+			// packet takes a key from the connection holding it; the new
+			// socket's own packets and states join it later.
+			kept = true
+			continue
+		}
 		// A key found on another flow that was merged into f points to f
 		// already; only keys new to f are added.
 		if found[i] == nil || (found[i] != f && c.byKey[k] != f) {
@@ -364,8 +376,9 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		}
 	}
 	c.recent = recentKeys{keys: keys, n: n, flow: f}
-	if late {
-		// Some of its keys lead to the flow that displaced f.
+	if late || kept {
+		// Some of its keys lead to another flow: the one that displaced
+		// f, or the one still holding the tuple.
 		c.recent.forget()
 	}
 	if e.Time > f.End {
@@ -474,6 +487,9 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 		a.socket.n += b.socket.n
 	}
 	a.conn.merge(&b.conn)
+	if a.displaced == nil {
+		a.displaced, a.displacedID = b.displaced, b.displacedID
+	}
 	for _, k := range b.keys {
 		if c.byKey[k] == b {
 			c.byKey[k] = a

@@ -78,6 +78,7 @@ func TestLateSYNACKOfAGivenUpConnection(t *testing.T) {
 	packet(second, false, rst, 101, 0)     // the client knows no such connection
 	packet(second, true, syn|ack, 7000, 2001)
 	packet(second, false, ack, 2001, 7001)
+	s.state(second, 2, 1, true) // its socket's states join its packets
 	// Each flow as its packets' TCP flags (a packet by its address, one
 	// each): the late SYN-ACK is the only one to follow two SYNs.
 	var flows []string
@@ -123,5 +124,34 @@ func TestFastOpenSYNACK(t *testing.T) {
 	corr.Flush(count)
 	if flows != 1 {
 		t.Errorf("%d flows, want 1", flows)
+	}
+}
+
+// TestRefusedConnectOnAnOpenTuple: a connect from a port whose tuple an
+// open connection holds is refused before it sends anything, and its
+// socket's states (SYN-SENT, CLOSE) name the tuple with another cookie.
+// The open connection's reset after them is still its own.
+func TestRefusedConnectOnAnOpenTuple(t *testing.T) {
+	const syn, ack, rst = 0x02, 0x10, 0x04
+	s := &synthesizer{r: rand.New(rand.NewSource(1)), now: 1e9, seen: map[uint64]uint64{}, skbs: []uint64{0x1000, 0x2000, 0x3000}}
+	open := &synthConn{id: 1, sport: 40000, isn: 100, isnRep: 500, cookie: 7}
+	refused := &synthConn{id: 1, sport: 40000, cookie: 8}
+	s.state(open, 7, 2, true)
+	s.packet(open, false, syn, 100, 0)
+	s.packet(open, true, syn|ack, 500, 101)
+	s.state(open, 2, 1, true)
+	s.state(refused, 7, 2, true)
+	s.state(refused, 2, 7, true)
+	s.packet(open, false, rst, 101, 0)
+	var packets []int
+	corr := New(DefaultConfig)
+	count := func(f *Flow) { packets = append(packets, len(f.Packets)) }
+	for i := range s.events {
+		corr.Add(&s.events[i], count)
+	}
+	corr.Flush(count)
+	slices.Sort(packets)
+	if len(packets) != 2 || packets[0] != 0 {
+		t.Errorf("flows with %v packets, want two: the connection with all its packets, and the refused socket's states alone", packets)
 	}
 }
