@@ -30,16 +30,19 @@ NT_CALL_STACK(nat_calls);
 
 /* Notes a SYN-ACK leaving this namespace for the syn point (synack_slots),
  * and the listener that sent it (listeners). */
-static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt_tuple *t, __u32 netns)
+static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt_tuple *t, __u32 netns,
+					    bool direct)
 {
 	struct listener_key lk = { .netns = netns, .port = t->sport };
 	struct synack_ring *ring;
 	struct synack_slot *slot;
 	struct sock *sk;
 	__u64 listener;
-	__u32 key = 0;
+	__u32 key = 0, seq, ack;
 
 	if (t->proto != IPPROTO_TCP || (t->tcp_flags & TCP_FLAGS_SYNACK) != TCP_FLAGS_SYNACK)
+		return;
+	if (!nt_tcp_seq_ack(skb, direct, &seq, &ack))
 		return;
 	ring = bpf_map_lookup_elem(&synack_slots, &key);
 	if (!ring)
@@ -48,6 +51,7 @@ static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt
 	slot = &ring->slots[ring->next++ & (NT_SYNACK_SLOTS - 1)];
 	slot->ts = bpf_ktime_get_ns();
 	slot->tuple = *t;
+	slot->ack = ack;
 	slot->req = 0;
 	/* A SYN-ACK for a queued request is owned by its request socket; a
 	 * syncookie SYN-ACK by no socket. */
@@ -80,7 +84,7 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		return;
 	if (hook == NF_INET_LOCAL_OUT)
-		nat_note_synack(skb, &e->tuple, netns);
+		nat_note_synack(skb, &e->tuple, netns, direct);
 	slot->skb = (__u64)skb;
 	slot->pre = e->tuple;
 	slot->active = 1;

@@ -3,6 +3,9 @@ package test
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
 // A ClusterIP-style DNAT in nat OUTPUT and a MASQUERADE in POSTROUTING:
@@ -225,6 +229,69 @@ func TestSYNAcceptQueueFull(t *testing.T) {
 	if s.SYN.AcceptMax != 1 || s.SYN.AcceptQueue < 2 {
 		t.Errorf("queue numbers %d/%d, want >=2/1", s.SYN.AcceptQueue, s.SYN.AcceptMax)
 	}
+}
+
+// A listener whose SYN-ACKs cost tens of milliseconds in netfilter after
+// the NAT hooks, as a ruleset of thousands of Services does on a busy node
+// (and as a virtual CPU the host deschedules does): each SYN is consumed
+// that long after its answer left. Every SYN is still queued, never a
+// drop: the syn point knows a SYN's SYN-ACK by the sequence number it
+// acknowledges, not by how soon it came.
+func TestSYNAnsweredAfterASlowOutput(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	veth(t, client, "c0", "10.98.60.1/24", server, "s0", "10.98.60.2/24")
+	rules := filepath.Join(t.TempDir(), "slow.nft")
+	if err := os.WriteFile(rules, []byte(slowSYNACKRuleset(160)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(t, "ip", "netns", "exec", server, "nft", "-f", rules)
+	listen(t, server, "10.98.60.2:8443", 0, true)
+	w := startWatch(t, "--netns", client, "--netns", server, "port 8443")
+	const conns = 5
+	for i := 0; i < conns; i++ {
+		start := time.Now()
+		if err := dial(t, client, "", "10.98.60.2:8443", lab.Patience); err != nil {
+			t.Fatalf("connect %d: %v", i, err)
+		}
+		t.Logf("connect %d: %s", i, time.Since(start).Round(time.Millisecond))
+	}
+	tr := w.stop(t)
+	if out := sh(t, "ip", "netns", "exec", server, "nft", "list", "chain", "inet", "ntslow", "out"); !strings.Contains(out, "packets "+fmt.Sprint(conns)+" ") {
+		t.Fatalf("the SYN-ACKs did not all cross the costly ruleset:\n%s", out)
+	}
+	syns := find(tr.events, func(e output.JSONEvent) bool { return e.Point == "syn" })
+	if len(syns) != conns {
+		t.Errorf("%d syn events for %d connections:\n%s", len(syns), conns, dump(syns))
+	}
+	for _, s := range syns {
+		if s.SYN.Outcome != "queued" {
+			t.Errorf("a SYN the listener answered reported %q:\n%s", s.SYN.Outcome, dump([]output.JSONEvent{s}))
+		}
+	}
+	for _, x := range tr.explanations {
+		t.Errorf("a finding on connections that all succeeded: %s: %s", x.Rule, x.Summary)
+	}
+}
+
+// slowSYNACKRuleset is an nftables table whose output chain sends each
+// SYN-ACK through n^3 rules (three levels of n jumps), after the NAT
+// hooks (filter priority).
+func slowSYNACKRuleset(n int) string {
+	var b strings.Builder
+	chain := func(name, rule string) {
+		fmt.Fprintf(&b, " chain %s {\n", name)
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "  %s\n", rule)
+		}
+		b.WriteString(" }\n")
+	}
+	b.WriteString("table inet ntslow {\n")
+	chain("l3", "meta mark 0x4e54")
+	chain("l2", "jump l3")
+	chain("l1", "jump l2")
+	b.WriteString(" chain out {\n  type filter hook output priority 0; policy accept;\n" +
+		"  tcp flags & (syn | ack) == syn | ack counter jump l1\n }\n}\n")
+	return b.String()
 }
 
 // A SYN that finds the SYN queue full: the listener (backlog 1) holds

@@ -167,9 +167,11 @@ struct {
 #define NT_SYNACK_SLOTS 4
 
 struct synack_slot {
-	__u64 ts;
+	__u64 ts; /* 0: free, or taken by the SYN it answered */
 	__u64 req; /* the request socket, 0 for a syncookie SYN-ACK */
 	struct nt_tuple tuple;
+	__u32 ack; /* the SYN-ACK's acknowledgment number: its SYN's sequence + 1 */
+	__u32 _pad;
 };
 
 struct synack_ring {
@@ -991,6 +993,23 @@ static __always_inline __u32 nt_l3_offset(struct sk_buff *skb, unsigned char *he
 		return nh;
 	data = NT_RD(direct, skb, data);
 	return data - head;
+}
+
+/* The sequence and acknowledgment numbers of skb's TCP header, at its
+ * transport header: TCP sets it on a segment it builds (tcp_make_synack) and
+ * reads its received segments through it, so it is right at both places
+ * the syn point compares a SYN with its SYN-ACK. */
+static __always_inline bool nt_tcp_seq_ack(struct sk_buff *skb, bool direct, __u32 *seq, __u32 *ack)
+{
+	unsigned char *head = NT_RD(direct, skb, head);
+	__u16 th = NT_RD(direct, skb, transport_header);
+	__be32 v[2];
+
+	if (th == NT_NO_HEADER || bpf_probe_read_kernel(v, sizeof(v), head + th + 4))
+		return false;
+	*seq = bpf_ntohl(v[0]);
+	*ack = bpf_ntohl(v[1]);
+	return true;
 }
 
 /* Fills the packet tuple and, for a vxlan packet, the inner tuple and VNI.

@@ -12,9 +12,15 @@
 volatile const __u64 listen_fn_start = 0;
 volatile const __u64 listen_fn_end = 0;
 
-/* The SYN-ACK of a queued SYN is sent microseconds before the SYN is
- * consumed; a slot older than this is another SYN's. */
-#define SYNACK_WINDOW_NS 10000000ULL
+/* A SYN's answer is the SYN-ACK that acknowledges its sequence number,
+ * sent on this CPU before the SYN is consumed, and taken by that SYN alone.
+ * The time between the two is the CPU's to spend (a large ruleset at
+ * OUTPUT, a virtual CPU the host has descheduled: tens of milliseconds), so
+ * it is no test of the answer. The bound only keeps out the SYN-ACK of an
+ * earlier attempt of the same connection, which the listener sends again
+ * at its retransmission timer (TCP_TIMEOUT_INIT, 1 s, and longer after),
+ * never between one of its SYNs and that SYN's consume. */
+#define SYNACK_WINDOW_NS 1000000000ULL
 
 struct syn_queues {
 	__u32 syn_qlen;
@@ -96,35 +102,38 @@ static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u
 	nt_submit_skb(e, skb, false, false);
 }
 
-/* The SYN-ACK this CPU sent for a SYN, if it sent one just now. */
-static __always_inline const struct synack_slot *syn_answer(const struct nt_tuple *syn)
+/* Takes the SYN-ACK this CPU sent for a SYN of sequence number seq: its
+ * outcome (NT_SYN_QUEUED or NT_SYN_COOKIE), or 0 when it sent none. */
+static __always_inline __u8 syn_take_answer(const struct nt_tuple *syn, __u32 seq)
 {
 	__u32 key = 0;
 	struct synack_ring *ring = bpf_map_lookup_elem(&synack_slots, &key);
 	__u64 now = bpf_ktime_get_ns();
 
 	if (!ring)
-		return NULL;
+		return 0;
 	for (int i = 0; i < NT_SYNACK_SLOTS; i++) {
-		const struct synack_slot *s = &ring->slots[i];
+		struct synack_slot *s = &ring->slots[i];
 
-		if (s->ts && now - s->ts < SYNACK_WINDOW_NS && nt_same_addr(s->tuple.saddr, syn->daddr) &&
-		    nt_same_addr(s->tuple.daddr, syn->saddr) && s->tuple.sport == syn->dport &&
-		    s->tuple.dport == syn->sport)
-			return s;
+		if (s->ts && now - s->ts < SYNACK_WINDOW_NS && s->ack == seq + 1 &&
+		    nt_same_addr(s->tuple.saddr, syn->daddr) && nt_same_addr(s->tuple.daddr, syn->saddr) &&
+		    s->tuple.sport == syn->dport && s->tuple.dport == syn->sport) {
+			s->ts = 0;
+			return s->req ? NT_SYN_QUEUED : NT_SYN_COOKIE;
+		}
 	}
-	return NULL;
+	return 0;
 }
 
 /* The tracepoint method, at consume_skb. Runs before the drop point's
  * handler in the consume site, which forgets the packet's identity. */
 static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
 {
-	const struct synack_slot *answer;
 	struct listener_key lk = {};
 	struct syn_queues q = {};
 	struct sock *listener = NULL;
 	struct nt_tuple t = {};
+	__u32 seq, ack;
 	__u64 *found;
 	__u8 outcome;
 
@@ -133,7 +142,7 @@ static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
 	if ((__u64)location < listen_fn_start || (__u64)location >= listen_fn_end)
 		return;
 	if (!nt_read_l3(skb->protocol, skb->head, skb->network_header, &t) || t.proto != IPPROTO_TCP ||
-	    (t.tcp_flags & (TCP_FLAG_SYN | 0x10)) != TCP_FLAG_SYN)
+	    (t.tcp_flags & (TCP_FLAG_SYN | 0x10)) != TCP_FLAG_SYN || !nt_tcp_seq_ack(skb, true, &seq, &ack))
 		return;
 	lk.netns = nt_dev_netns(syn_dev(skb), false);
 	lk.port = t.dport;
@@ -147,13 +156,9 @@ static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
 	}
 	if (listener)
 		syn_read_queues(listener, &q);
-	answer = syn_answer(&t);
-	if (answer)
-		outcome = answer->req ? NT_SYN_QUEUED : NT_SYN_COOKIE;
-	else if (listener)
-		outcome = syn_drop_cause(listener, &q);
-	else
-		outcome = NT_SYN_DROP_UNANSWERED;
+	outcome = syn_take_answer(&t, seq);
+	if (!outcome)
+		outcome = listener ? syn_drop_cause(listener, &q) : NT_SYN_DROP_UNANSWERED;
 	syn_report(listener, skb, outcome, &q);
 }
 
