@@ -41,6 +41,8 @@ type runOptions struct {
 	// allNetns watches every namespace of the host (--netns all) rather
 	// than the lab's.
 	allNetns bool
+	// noiseConfig replaces lab.DefaultNoise.
+	noiseConfig *lab.NoiseConfig
 }
 
 func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun {
@@ -84,7 +86,11 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 		go func() {
 			defer close(noiseDone)
 			var rep lab.NoiseReport
-			rep, noiseErr = lab.Noise(context.Background(), lab.DefaultNoise)
+			cfg := lab.DefaultNoise
+			if o.noiseConfig != nil {
+				cfg = *o.noiseConfig
+			}
+			rep, noiseErr = lab.Noise(context.Background(), cfg)
 			noise = &rep
 		}()
 	} else {

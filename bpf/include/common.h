@@ -68,10 +68,12 @@ struct {
 	__uint(max_entries, 1 << 23);
 } events SEC(".maps");
 
-/* Records that did not fit in the ring buffer, per point. */
+/* Records that did not fit in the ring buffer, per point, then (from
+ * NT_SHED_KEY) the records shed to keep room for evidence, per point. */
+#define NT_SHED_KEY(point) ((point) + NT_POINT_MAX)
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NT_POINT_MAX);
+	__uint(max_entries, 2 * NT_POINT_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
@@ -273,13 +275,37 @@ static __always_inline bool nt_tracking_active(void)
 	return on && *on;
 }
 
-static __always_inline void nt_count_lost(__u8 point)
+static __always_inline void nt_count_undelivered(__u32 key)
 {
-	__u32 key = point;
 	__u64 *n = bpf_map_lookup_elem(&lost, &key);
 
 	if (n)
 		*n += 1;
+}
+
+static __always_inline void nt_count_lost(__u8 point)
+{
+	nt_count_undelivered(point);
+}
+
+/* Under overload the ring buffer keeps its last quarter for evidence of
+ * failure: a device hop or a route lookup (healthy detail, more than half
+ * of a busy node's records) is shed, and counted, once less than that is
+ * free, while drops, NAT, encapsulation, listener and TCP records still
+ * fit. The fill level is read without a lock, which is all a threshold
+ * needs. */
+static __always_inline bool nt_shed(const struct nt_event *e)
+{
+	__u64 pending, size;
+
+	if (e->point != NT_POINT_DEV && e->point != NT_POINT_ROUTE)
+		return false;
+	pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+	if (pending * 4 < size * 3)
+		return false;
+	nt_count_undelivered(NT_SHED_KEY(e->point));
+	return true;
 }
 
 /* Names the packet of an event: the time its skb address was first seen
@@ -417,6 +443,8 @@ static __always_inline void nt_submit(struct nt_event *e)
 {
 	struct nt_event4 *n;
 
+	if (nt_shed(e))
+		return;
 	if (nt_stamp(e)) {
 		if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
 			nt_count_lost(e->point);
@@ -471,6 +499,8 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 		nt_submit(e);
 		return;
 	}
+	if (nt_shed(e))
+		return;
 	if (nt_wide(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);
 		if (!rec) {

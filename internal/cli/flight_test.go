@@ -68,7 +68,7 @@ func TestFlightRecorder(t *testing.T) {
 					p.tick(events[i].Time)
 				}
 			}
-			p.finish(nil, 0)
+			p.finish(nil, nil, 0)
 			if problem != nil {
 				t.Fatal(problem)
 			}

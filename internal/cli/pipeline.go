@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -68,6 +69,27 @@ type pipeline struct {
 	// found counts the findings so far, for the status line (findings is
 	// the writing goroutine's).
 	found atomic.Uint64
+	// losses, when the run counts them, say which flows may lack records:
+	// an ended flow waits in unsure until every loss that could have
+	// touched it is counted. incomplete counts the flows that lacked some.
+	losses     *flow.Losses
+	unsure     []*flow.Flow
+	incomplete uint64
+	// lossesRecorded is when a loss record last went to the recording.
+	lossesRecorded time.Time
+	// buffered holds what is written as events come, until flushOut.
+	buffered *bufio.Writer
+}
+
+// outBuffer is how much output is held between flushes: about a tick's
+// worth of events on a busy node.
+const outBuffer = 256 << 10
+
+// flushOut hands the output held so far to stdout.
+func (p *pipeline) flushOut() {
+	if p.buffered != nil {
+		p.fail(p.buffered.Flush())
+	}
 }
 
 // endedFlow is a finished flow on its way to be explained: the n-th to end.
@@ -128,6 +150,8 @@ type pipelineOptions struct {
 	// each namespace whose ruleset changed (rule positions move).
 	ruleTraces   <-chan ruleset.Trace
 	rulesChanged func(netns uint32)
+	// losses, when the run counts its losses, mark incomplete flows.
+	losses *flow.Losses
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -142,7 +166,7 @@ const maxKeptText = 64 << 10
 func newPipeline(o pipelineOptions) *pipeline {
 	p := &pipeline{names: o.names, rec: o.recorder, flight: o.flight, showEvents: o.events, limit: o.limit,
 		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout, rulesets: o.rulesets, ruleChanges: o.ruleChanges,
-		ruleTraces: o.ruleTraces, rulesChanged: o.rulesChanged}
+		ruleTraces: o.ruleTraces, rulesChanged: o.rulesChanged, losses: o.losses}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
@@ -150,12 +174,20 @@ func newPipeline(o pipelineOptions) *pipeline {
 		p.out = statusGuard{p.out, o.status}
 	}
 	var text *output.Text
+	out := p.out
+	if o.format == "json" || o.events {
+		// Events are written as they come, one to a few hundred bytes each:
+		// a write each would make the reader wait on stdout's reader. They
+		// reach it within a tick (flushOut).
+		p.buffered = bufio.NewWriterSize(p.out, outBuffer)
+		out = p.buffered
+	}
 	switch o.format {
 	case "json":
-		p.jw = output.NewJSON(p.out, o.names)
+		p.jw = output.NewJSON(out, o.names)
 		p.w, p.showEvents = p.jw, true
 	case "text":
-		text = output.NewText(p.out, o.names)
+		text = output.NewText(out, o.names)
 		text.Colour = o.stdout == nil && colourOn(os.Stdout)
 		text.Timelines = o.timelines
 		if o.timelines == output.TimelinesBrief {
@@ -214,8 +246,51 @@ func (p *pipeline) event(e *event.Event) {
 	p.corr.Add(e, p.flowDone)
 }
 
-// flowDone takes a finished flow from the correlator.
+// flowDone takes a finished flow from the correlator. While a loss that
+// could have touched it may still be uncounted, it waits (in order, behind
+// any flow already waiting).
 func (p *pipeline) flowDone(f *flow.Flow) {
+	if p.losses != nil && (len(p.unsure) > 0 || !p.losses.Known(f.Ended)) {
+		if p.ended == nil {
+			f = f.Clone() // explained in place, its memory is the correlator's again after the call
+		}
+		p.unsure = append(p.unsure, f)
+		return
+	}
+	p.deliver(f)
+}
+
+// releaseKnown passes on the waiting flows whose losses are all counted.
+func (p *pipeline) releaseKnown() {
+	n := 0
+	for ; n < len(p.unsure) && p.losses.Known(p.unsure[n].Ended); n++ {
+		p.deliver(p.unsure[n])
+		p.unsure[n] = nil
+	}
+	p.unsure = append(p.unsure[:0], p.unsure[n:]...)
+}
+
+// lossesCounted takes a count of the kernel's losses: the window's, and
+// that every loss before through is counted. The recording keeps it when
+// records were lost, and at least once a second otherwise, so that replay
+// knows as much.
+func (p *pipeline) lossesCounted(win event.LossWindow, through uint64) {
+	p.losses.Add(win, through)
+	if p.rec != nil && (win.N > 0 || time.Since(p.lossesRecorded) >= time.Second) {
+		p.rec.Losses(win, through)
+		p.lossesRecorded = time.Now()
+	}
+	p.releaseKnown()
+}
+
+// deliver has a finished flow explained and shown, marked incomplete if
+// records were lost around it.
+func (p *pipeline) deliver(f *flow.Flow) {
+	if p.losses != nil && len(f.Packets) > 0 {
+		if f.LostAround = p.losses.Around(f); f.LostAround > 0 {
+			p.incomplete++
+		}
+	}
 	if p.ended != nil {
 		p.ended <- endedFlow{n: p.endedN, f: f}
 		p.endedN++
@@ -424,6 +499,10 @@ func (p *pipeline) tick(now uint64) {
 		p.recordRuleTraces()
 	}
 	p.corr.Expire(now, p.flowDone)
+	if p.losses != nil {
+		p.releaseKnown()
+	}
+	p.flushOut()
 	if p.rec != nil {
 		p.rec.Flush()
 	}
@@ -434,9 +513,14 @@ func (p *pipeline) tick(now uint64) {
 
 // finish ends every flow and writes the summary: on stderr, and as the
 // last JSON object.
-func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.Summary {
+func (p *pipeline) finish(lost, shed map[event.Point]uint64, d time.Duration) output.Summary {
 	if p.rec != nil {
 		p.recordRuleTraces()
+	}
+	if p.losses != nil {
+		// Every loss is counted by now (the caller's last count).
+		p.losses.Complete()
+		p.releaseKnown()
 	}
 	p.corr.Flush(p.flowDone)
 	if p.ended != nil {
@@ -450,11 +534,12 @@ func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.S
 	if p.flight != nil {
 		p.flightKept = p.flight.close()
 	}
-	sum := output.Summary{Events: p.counts, Lost: lost, Duration: d, Flows: p.corr.Stats(), Findings: p.findings}
+	sum := output.Summary{Events: p.counts, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete}
 	output.WriteSummary(os.Stderr, sum)
 	if p.jw != nil {
 		p.fail(p.jw.Raw(summaryJSON(sum)))
 	}
+	p.flushOut()
 	if p.err != nil {
 		p.err = fmt.Errorf("write output: %w", p.err)
 	}
@@ -462,10 +547,13 @@ func (p *pipeline) finish(lost map[event.Point]uint64, d time.Duration) output.S
 }
 
 type jsonSummary struct {
-	Type         string            `json:"type"`
-	DurationMS   int64             `json:"duration_ms"`
-	Events       map[string]uint64 `json:"events"`
-	Lost         map[string]uint64 `json:"lost"`
+	Type       string            `json:"type"`
+	DurationMS int64             `json:"duration_ms"`
+	Events     map[string]uint64 `json:"events"`
+	Lost       map[string]uint64 `json:"lost"`
+	// Shed are the records of healthy detail not sent, per point, to keep
+	// room for evidence of failure in a filling ring buffer.
+	Shed         map[string]uint64 `json:"shed"`
 	Flows        uint64            `json:"flows"`
 	FlowsEvicted uint64            `json:"flows_evicted"`
 	// Contradictions counts events that named a known flow but belonged
@@ -473,14 +561,17 @@ type jsonSummary struct {
 	Contradictions uint64 `json:"contradictions"`
 	// Unheld counts route lookups not kept because one packet had too
 	// many (flow.Stats.Unheld).
-	Unheld   uint64            `json:"route_lookups_not_kept,omitempty"`
-	Findings map[string]uint64 `json:"findings"`
+	Unheld uint64 `json:"route_lookups_not_kept,omitempty"`
+	// Incomplete counts the flows records were lost around: none of
+	// their findings rests on what they lack.
+	Incomplete uint64            `json:"flows_incomplete"`
+	Findings   map[string]uint64 `json:"findings"`
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
 	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: pointNames(s.Events),
-		Lost: pointNames(s.Lost), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
-		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Findings: s.Findings}
+		Lost: pointNames(s.Lost), Shed: pointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
+		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Incomplete: s.Incomplete, Findings: s.Findings}
 }
 
 func pointNames(m map[event.Point]uint64) map[string]uint64 {

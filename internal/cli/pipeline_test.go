@@ -79,7 +79,7 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 			p.tick(events[i].Time)
 		}
 	}
-	sum := p.finish(nil, 0)
+	sum := p.finish(nil, nil, 0)
 	if p.err != nil {
 		t.Fatal(p.err)
 	}
@@ -139,7 +139,7 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 			for i := range events {
 				p.event(&events[i])
 			}
-			sum := p.finish(nil, 0)
+			sum := p.finish(nil, nil, 0)
 			if p.err != nil {
 				t.Fatal(p.err)
 			}
@@ -177,5 +177,75 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 				t.Errorf("%d healthy flows shown and %d counted, of %d", oneLine, counted, healthy)
 			}
 		})
+	}
+}
+
+// TestLossesMarkTheFlowsTheyTouch: the incidents five seconds apart, with
+// records lost while the third set is open. Its flows wait until the
+// losses are counted, say they are incomplete, and keep only the findings
+// their events show (the hairpin's rests on a conntrack crossing not
+// seen); the others are untouched. In place (json) and on goroutines
+// (text) alike.
+func TestLossesMarkTheFlowsTheyTouch(t *testing.T) {
+	const second = 1_000_000_000
+	var seqs [][]event.Event
+	for _, healthy := range []bool{false, true} {
+		seqs = append(seqs, fixture.SNATMissing(healthy), fixture.SYNOverflow(healthy), fixture.StaleHostPort(healthy), fixture.Hairpin(healthy))
+	}
+	var events []event.Event
+	for c := range 5 {
+		for _, seq := range seqs {
+			for _, e := range seq {
+				fixture.Repeat(&e, c, 5*second)
+				events = append(events, e)
+			}
+		}
+	}
+	lossAt := events[0].Time + 10*second // while the third set is open
+	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	for _, format := range []string{"json", "text"} {
+		var out bytes.Buffer
+		p := newPipeline(pipelineOptions{format: format, timelines: output.TimelinesAll, names: names, stdout: &out, losses: &flow.Losses{}})
+		// The live loop's counts: every tick (100 ms), through a little
+		// before the tick.
+		const tick = 100_000_000
+		counted, now := uint64(0), uint64(0)
+		count := func(at uint64) {
+			win := event.LossWindow{From: counted, To: at}
+			if counted < lossAt && lossAt <= at {
+				win.N = 9
+			}
+			p.lossesCounted(win, at-1)
+			counted = at - 1
+			p.tick(at)
+		}
+		for i := range events {
+			for now+tick < events[i].Time {
+				now += tick
+				count(now)
+			}
+			p.event(&events[i])
+			now = max(now, events[i].Time)
+		}
+		count(now + 1)
+		sum := p.finish(nil, nil, 0)
+		if p.err != nil {
+			t.Fatal(p.err)
+		}
+		// A healthy twin's connection is its faulty twin's (one tuple):
+		// four flows a set.
+		if sum.Incomplete != 4 {
+			t.Errorf("%s: %d flows incomplete, want the third set's 4", format, sum.Incomplete)
+		}
+		want := map[string]uint64{"snat-missing-on-tunnel": 5, "syn-dropped-at-listener": 5, "dnat-to-dead-endpoint": 5, "reply-bypassed-nat": 4}
+		for rule, n := range want {
+			if sum.Findings[rule] != n {
+				t.Errorf("%s: %d %s findings, want %d (%v)", format, sum.Findings[rule], rule, n, sum.Findings)
+			}
+		}
+		marks := strings.Count(out.String(), "records lost while it was open") + strings.Count(out.String(), `"incomplete":true`)
+		if marks != 4 {
+			t.Errorf("%s: %d flows shown incomplete, want 4", format, marks)
+		}
 	}
 }

@@ -111,7 +111,14 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			}
 			defer closeAll()
 			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace}
-			p := newPipeline(pipelineOptions{format: format, timelines: timelines, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names})
+			o := pipelineOptions{format: format, timelines: timelines, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names}
+			if s.CountsLosses() {
+				// As the live run decided: a flow's completeness once its
+				// losses are counted, as the recording says they were.
+				o.losses = &flow.Losses{}
+				s.OnLoss(o.losses.Add)
+			}
+			p := newPipeline(o)
 			follow := filter.NewFollower(prog)
 			var first, last uint64
 			n := 0
@@ -131,7 +138,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 					return p.err
 				}
 			}
-			p.finish(s.Lost(), time.Duration(last-first))
+			p.finish(s.Lost(), s.Shed(), time.Duration(last-first))
 			if p.err != nil {
 				return p.err
 			}

@@ -290,7 +290,9 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 			log.Error().Err(err).Str("file", f.write).Msg("recording paused: what is recorded so far is kept and replays; tracing goes on, and the events not written are counted until the disk has room")
 		}
 		opts := trace.RecordOptions{FileBytes: int64(f.fileSize), Files: f.files, Problem: problem}
-		if rec, err = trace.NewRecorder(f.write, meta, names, opts); err != nil {
+		recorded := meta
+		recorded.LossMarks = true // the pipeline records its counts of losses
+		if rec, err = trace.NewRecorder(f.write, recorded, names, opts); err != nil {
 			return err
 		}
 	}
@@ -358,7 +360,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	}
 	run := &watchRun{tr: tr, syn: syn, synJudges: synMethod == probe.MethodUser, f: f, log: log, status: status, p: newPipeline(pipelineOptions{status: status, format: f.format, timelines: f.timelines, events: f.events,
 		limit: f.count, flowIdle: f.flowIdle, maxFlows: f.maxFlows, maxPackets: f.maxPkts, names: names, recorder: rec, flight: flight,
-		rulesets: &rulesets, ruleChanges: ruleChanges, ruleTraces: traced, rulesChanged: rulesChanged})}
+		rulesets: &rulesets, ruleChanges: ruleChanges, ruleTraces: traced, rulesChanged: rulesChanged, losses: &flow.Losses{}})}
 	for _, s := range firstRulesets {
 		run.p.addRuleset(s)
 	}
@@ -396,9 +398,11 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if status != nil {
 		status.clear()
 	}
+	run.countLosses()
 	lost, lerr := tr.Lost()
-	if lerr != nil {
-		log.Warn().Err(lerr).Msg("lost counters unavailable")
+	shed, serr := tr.Shed()
+	if err := errors.Join(lerr, serr); err != nil {
+		log.Warn().Err(err).Msg("lost counters unavailable")
 	}
 	if missed, err := tr.Missed(); err != nil {
 		log.Debug().Err(err).Msg("recursion counters unavailable")
@@ -411,13 +415,13 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if tracer != nil {
 		tracer.Sync()
 	}
-	run.p.finish(lost, time.Since(start))
+	run.p.finish(lost, shed, time.Since(start))
 	if tracer != nil && (tracer.Lost() > 0 || unrecorded.Load() > 0) {
 		log.Warn().Uint64("lost_by_the_kernel", tracer.Lost()).Uint64("not_recorded", unrecorded.Load()).
 			Msg("some rule traces were not kept: those packets' rules are named from the ruleset")
 	}
 	if rec != nil {
-		st, cerr := rec.Close(trace.Summary{Events: pointNames(run.p.counts), Lost: pointNames(lost), Ended: time.Now().UTC()})
+		st, cerr := rec.Close(trace.Summary{Events: pointNames(run.p.counts), Lost: pointNames(lost), Shed: pointNames(shed), Ended: time.Now().UTC()})
 		msg := log.Info()
 		if st.Unwritten > 0 {
 			msg = log.Warn()
@@ -492,6 +496,31 @@ type watchRun struct {
 	statusAt    time.Time
 	statusStart time.Time
 	statusTotal uint64
+	// undelivered is the kernel's count of records lost or shed at the
+	// last count, made at kernel time counted (less lossSlack).
+	undelivered uint64
+	counted     uint64
+}
+
+// lossSlack is how long a record may take from its timestamp to being
+// counted lost: a count at kernel time t covers the losses before
+// t-lossSlack for sure.
+const lossSlack = 50 * time.Millisecond
+
+// countLosses reads the kernel's loss counters and tells the pipeline
+// which window lost how many records, and how far losses are counted.
+func (r *watchRun) countLosses() {
+	now := kernel.MonotonicNow()
+	n, err := r.tr.Undelivered()
+	if err != nil {
+		// Nothing is counted: every flow from now on waits for the count
+		// at the end, which stays as conservative as the run can be.
+		r.log.Debug().Err(err).Msg("lost counters unavailable")
+		return
+	}
+	through := now - min(now, uint64(lossSlack))
+	r.p.lossesCounted(event.LossWindow{From: r.counted, To: now, N: n - r.undelivered}, through)
+	r.undelivered, r.counted = n, through
 }
 
 const statusEvery = time.Second
@@ -578,6 +607,7 @@ func (r *watchRun) loop() error {
 			// ring buffer may hold seconds of later events, and a flow
 			// idle by the clock may have its next events there.
 			if time.Since(lastTick) >= tick {
+				r.countLosses()
 				r.p.tick(ev.Time)
 				r.refreshStatus()
 				lastTick = time.Now()
@@ -599,6 +629,7 @@ func (r *watchRun) loop() error {
 		if stopping {
 			return r.p.err
 		}
+		r.countLosses()
 		r.p.tick(kernel.MonotonicNow())
 		r.refreshStatus()
 		lastTick = time.Now()

@@ -54,7 +54,11 @@ type JSONFlow struct {
 	Packets    []JSONPacket `json:"packets"`
 	Socket     []JSONStep   `json:"socket,omitempty"`
 	Unkept     uint64       `json:"events_not_kept,omitempty"`
-	Finding    string       `json:"finding,omitempty"`
+	// LostAround counts the records lost while the flow was open: it is
+	// incomplete, and no finding rests on what it lacks.
+	LostAround uint64 `json:"records_lost_around,omitempty"`
+	Incomplete bool   `json:"incomplete,omitempty"`
+	Finding    string `json:"finding,omitempty"`
 }
 
 // JSONEvidence is one event backing an explanation.
@@ -136,7 +140,7 @@ func direction(client, t event.Tuple, p *flow.Packet) string {
 // ConvertFlow builds the JSON object of a flow.
 func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
-		Unkept: f.Unkept}
+		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0}
 	client := f.Tuple()
 	for k, p := range f.Packets {
 		t := firstTuple(p)

@@ -92,11 +92,16 @@ type Writer interface {
 
 // Summary is what a run saw, per point, and what it lost.
 type Summary struct {
-	Events   map[event.Point]uint64
-	Lost     map[event.Point]uint64
+	Events map[event.Point]uint64
+	Lost   map[event.Point]uint64
+	// Shed are the records of healthy detail not sent, to keep room in a
+	// filling ring buffer for evidence of failure.
+	Shed     map[event.Point]uint64
 	Duration time.Duration
 	Flows    flow.Stats
-	Findings map[string]uint64 // per rule
+	// Incomplete counts the flows records were lost or shed around.
+	Incomplete uint64
+	Findings   map[string]uint64 // per rule
 }
 
 // SymbolName names a kernel address.

@@ -198,13 +198,13 @@ func WriteSummary(w io.Writer, s Summary) {
 	}
 	fmt.Fprintf(w, "nettrace: %d events in %s%s; %d lost", total, s.Duration.Round(1e6), perPoint, lost)
 	if lost > 0 {
-		var lp []string
-		for _, p := range event.Points {
-			if s.Lost[p] > 0 {
-				lp = append(lp, fmt.Sprintf("%s %d", p, s.Lost[p]))
-			}
-		}
-		fmt.Fprintf(w, " (%s: enlarge --ring-size or narrow the filter)", strings.Join(lp, ", "))
+		fmt.Fprintf(w, " (%s: enlarge --ring-size or narrow the filter)", perPointCounts(s.Lost))
+	}
+	if shed := perPointCounts(s.Shed); shed != "" {
+		fmt.Fprintf(w, "; shed to keep room for evidence of failure: %s", shed)
+	}
+	if s.Incomplete > 0 {
+		fmt.Fprintf(w, "; %d flows incomplete (records lost or shed while they were open: no finding drawn from what they lack)", s.Incomplete)
 	}
 	fmt.Fprintln(w)
 	var found []string
@@ -218,6 +218,17 @@ func WriteSummary(w io.Writer, s Summary) {
 	}
 	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit, %d started by a new connection on a known tuple%s); findings: %s\n",
 		s.Flows.Flows, s.Flows.Evicted, s.Flows.Contradictions, unheld, orNone(found))
+}
+
+// perPointCounts says "dev 12, route 3" of the points with a count.
+func perPointCounts(m map[event.Point]uint64) string {
+	var parts []string
+	for _, p := range event.Points {
+		if m[p] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p, m[p]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orNone(s []string) string {

@@ -180,7 +180,13 @@ func (t *Text) appendHeader(b []byte, f *flow.Flow, c palette) []byte {
 		b = append(b, " packets, "...)
 	}
 	b = strconv.AppendFloat(b, float64(f.End-f.Start)/1e6, 'f', 1, 64)
-	return append(b, " ms"...)
+	b = append(b, " ms"...)
+	if f.LostAround > 0 {
+		b = append(b, ", incomplete: "...)
+		b = strconv.AppendUint(b, f.LostAround, 10)
+		b = append(b, " records lost while it was open"...)
+	}
+	return b
 }
 
 // stepIndent puts a line under a step's "what" column.

@@ -541,12 +541,40 @@ func (t *Tracer) ReadInto(rec *ringbuf.Record) error { return t.reader.ReadInto(
 func (t *Tracer) SetDeadline(d time.Time) { t.reader.SetDeadline(d) }
 
 // Lost returns the records dropped because the ring buffer was full, per point.
-func (t *Tracer) Lost() (map[event.Point]uint64, error) {
+func (t *Tracer) Lost() (map[event.Point]uint64, error) { return t.undelivered(0) }
+
+// Shed returns the records of healthy detail (device hops, route lookups)
+// not sent, per point, to keep room in a filling ring buffer for evidence
+// of failure.
+func (t *Tracer) Shed() (map[event.Point]uint64, error) { return t.undelivered(t.shedKeys()) }
+
+// shedKeys is where the shed counters begin: the lost map holds the lost
+// ones, then as many shed ones (NT_SHED_KEY).
+func (t *Tracer) shedKeys() uint32 { return t.maps["lost"].MaxEntries() / 2 }
+
+// Undelivered returns how many records never reached user space, lost or
+// shed: what a flow open meanwhile may lack.
+func (t *Tracer) Undelivered() (uint64, error) {
+	var sum uint64
+	for _, from := range []uint32{0, t.shedKeys()} {
+		m, err := t.undelivered(from)
+		if err != nil {
+			return 0, err
+		}
+		for _, n := range m {
+			sum += n
+		}
+	}
+	return sum, nil
+}
+
+// undelivered reads the lost map's counters from key from on, per point.
+func (t *Tracer) undelivered(from uint32) (map[event.Point]uint64, error) {
 	out := map[event.Point]uint64{}
 	m := t.maps["lost"]
 	for _, p := range event.Points {
 		var perCPU []uint64
-		if err := m.Lookup(uint32(p), &perCPU); err != nil {
+		if err := m.Lookup(from+uint32(p), &perCPU); err != nil {
 			return nil, fmt.Errorf("read lost counters: %w", err)
 		}
 		for _, n := range perCPU {

@@ -63,6 +63,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
 		summary += fmt.Sprintf("%s on %s (%s, %s)", what, where(n, cause), reason, plural(causes, "packet"))
 		fd.Evidence = append(fd.Evidence, evidence(n, cause, "packet to %s dropped on %s: %s", endpoint, where(n, cause), reason))
 	} else {
+		fd.restsOnAbsence = true
 		summary += fmt.Sprintf("nothing came back after %d SYNs, last seen on %s", syns, where(n, last))
 		fd.Evidence = append(fd.Evidence, evidence(n, last, "SYN last seen on %s (%s %s)", where(n, last), last.Point, last.Kind))
 	}

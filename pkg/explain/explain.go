@@ -28,6 +28,10 @@ type Finding struct {
 	// Rules are the netfilter rules behind the failure, when the
 	// namespace's ruleset is known.
 	Rules []NetfilterRule
+	// restsOnAbsence: the finding follows from records not seen (no
+	// reply, no conntrack entry crossed, no tunnel device), which a flow
+	// that lost records cannot tell from things that did not happen.
+	restsOnAbsence bool
 }
 
 // Evidence is an event that supports a finding, and what it shows.
@@ -57,7 +61,9 @@ var Rules = []Rule{
 }
 
 // Explain returns the root-cause finding for a flow, or nil for a flow
-// that shows no failure.
+// that shows no failure. A flow that may have lost records (LostAround)
+// is explained by what it shows only: a finding resting on what it lacks
+// is withheld, and a later rule may still explain it by what it shows.
 func Explain(f *flow.Flow, n Names) *Finding {
 	if groupManagement(f.Tuple()) != "" {
 		// IGMP and MLD keep the link's multicast memberships, repeated on
@@ -66,6 +72,9 @@ func Explain(f *flow.Flow, n Names) *Finding {
 	}
 	for _, r := range Rules {
 		if fd := r.Check(f, n); fd != nil {
+			if fd.restsOnAbsence && f.LostAround > 0 {
+				continue
+			}
 			fd.Rule = r.ID
 			if fd.Severity == "" {
 				fd.Severity = "error"

@@ -65,3 +65,55 @@ func multicastDropped() []event.Event {
 		fixture.Drop(s, 4, "n1/cni0", mdns, "NETFILTER_DROP"),
 	}
 }
+
+// A flow that may have lost records is explained by what it shows: a drop
+// with its reason, a reset, a queue overflow still explain it; a reply,
+// answer or conntrack crossing not seen proves nothing.
+func TestIncompleteFlowsAreExplainedByWhatTheyShow(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []event.Event
+		want   string
+	}{
+		{"incident 1: its reply's rp_filter drop", fixture.SNATMissing(false), "snat-missing-on-tunnel"},
+		{"incident 1, its reply lost", fixture.SNATMissing(false)[:9], ""},
+		{"incident 2: the overflow", fixture.SYNOverflow(false), "syn-dropped-at-listener"},
+		{"incident 4: the neighbour failure", fixture.StaleHostPort(false), "dnat-to-dead-endpoint"},
+		{"incident 4, its drops lost", withoutDrops(fixture.StaleHostPort(false)), ""},
+		{"incident 5: no conntrack crossing seen", fixture.Hairpin(false), ""},
+		{"a netfilter drop", fixture.NetfilterDrop(), "dropped-by-netfilter"},
+		{"no listener's reset", fixture.NoListener(), "no-listener"},
+		{"rp_filter", fixture.RPFilterReply(), "reply-dropped-rpfilter"},
+		{"no reply seen", fixture.NoReply(), ""},
+	}
+	for _, tt := range tests {
+		flows := flowsOf(t, tt.events)
+		if len(flows) != 1 {
+			t.Errorf("%s: %d flows", tt.name, len(flows))
+			continue
+		}
+		f := flows[0]
+		complete := Explain(f, fixture.Names{})
+		f.LostAround = 7
+		got := ""
+		if fd := Explain(f, fixture.Names{}); fd != nil {
+			got = fd.Rule
+		}
+		if got != tt.want {
+			t.Errorf("%s: finding %q, want %q", tt.name, got, tt.want)
+		}
+		if tt.want == "" && complete == nil {
+			t.Errorf("%s: no finding when complete either: the case shows nothing withheld", tt.name)
+		}
+	}
+}
+
+func withoutDrops(evs []event.Event) []event.Event {
+	var kept []event.Event
+	for _, e := range evs {
+		if e.Point != event.PointDrop {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}

@@ -31,8 +31,9 @@ func noReply(f *flow.Flow, n Names) *Finding {
 		summary += fmt.Sprintf(", addressed to %s", dst(t))
 	}
 	return &Finding{
-		Summary:  summary + ".",
-		Evidence: []Evidence{evidence(n, last, "SYN last seen %s", lastSeen(n, f, last))},
+		Summary:        summary + ".",
+		Evidence:       []Evidence{evidence(n, last, "SYN last seen %s", lastSeen(n, f, last))},
+		restsOnAbsence: true,
 	}
 }
 

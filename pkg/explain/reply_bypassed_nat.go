@@ -40,7 +40,8 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 		if atClient == nil || crossedNAT {
 			continue
 		}
-		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d)}
+		// Not crossing the entry is the absence of its mark on the reply.
+		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d), restsOnAbsence: true}
 		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
 		how := "and not SNATed, so"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {

@@ -62,9 +62,11 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 		return nil
 	}
 	ns := n.NetnsName(d.Netns)
+	// Without the reply's drop, the finding rests on the reply not seen on
+	// the tunnel: not seen at all, or seen where no tunnel device was.
 	fd := &Finding{Evidence: []Evidence{
 		evidence(n, d, "%s", natFact(n, d)),
-	}}
+	}, restsOnAbsence: replyDrop == nil && (replyRx == nil || enter == nil)}
 	notSNATed := "not SNATed in POSTROUTING"
 	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))

@@ -67,6 +67,13 @@ type Flow struct {
 	// Unkept counts the events of packets past Config.MaxPackets: seen,
 	// not kept.
 	Unkept uint64
+	// Ended is the kernel time by which every record of the flow was made:
+	// End plus the idle timeout, or the time it was evicted at.
+	Ended uint64
+	// LostAround counts the records lost while the flow was open
+	// (Losses.Around), set before it is explained: a flow with any is
+	// incomplete, and what it lacks proves nothing.
+	LostAround uint64
 
 	socket *Packet // the socket events while the flow is open, if any
 	open   bool    // not ended (nor merged into another)
@@ -153,7 +160,8 @@ func (b byTime) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
 // Clone returns a copy of the flow that stays valid after the callback it
 // was handed to returns.
 func (f *Flow) Clone() *Flow {
-	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Socket: append([]event.Event(nil), f.Socket...), Unkept: f.Unkept}
+	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Ended: f.Ended, LostAround: f.LostAround,
+		Socket: append([]event.Event(nil), f.Socket...), Unkept: f.Unkept}
 	for _, p := range f.Packets {
 		c.Packets = append(c.Packets, &Packet{Skb: p.Skb, seen: p.seen, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)})
 	}

@@ -65,6 +65,12 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 func (c *Correlator) handOut(f *Flow, done func(*Flow)) {
 	c.recent.forget()
 	f.open = false
+	if f.Ended == 0 {
+		// Idle, or the run's end: what could have been its own came
+		// before End+Idle. Not the time it was found idle, which depends
+		// on when user space looked.
+		f.Ended = f.End + uint64(c.cfg.Idle)
+	}
 	c.active--
 	c.unlink(f)
 	c.stats.Flows++
@@ -226,6 +232,7 @@ const (
 func (c *Correlator) evictOldest(done func(*Flow)) {
 	if c.oldest != nil {
 		c.stats.Evicted++
+		c.oldest.Ended = c.now
 		c.end(c.oldest, done)
 	}
 }

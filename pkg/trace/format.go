@@ -15,7 +15,9 @@
 // (iptables-save's text, deflated) when the run starts and whenever it
 // changes, so replay names rules too; event records hold the kernel record in a sparse
 // form (a bitmap of its non-zero 8-byte words, then those words) and the
-// packet's first bytes; a summary record (lost events per point) ends a
+// packet's first bytes; a loss record says which window of kernel time
+// lost how many records and how far losses are counted (so that replay
+// tells complete flows from incomplete ones as the live run did); a summary record (lost events per point) ends a
 // complete recording. A recording cut off by a crash or a full disk reads
 // up to its last complete record, and the reader says where it ends.
 //
@@ -42,8 +44,8 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // added ruleset records, version 4 rule trace records, version 5 IPv6
 // addresses (an event record with event.FlagIPv6 carries them after its
 // fixed part; IPv4 events are recorded as before), version 6 ip6tables
-// rulesets in ruleset records.
-const Version = 6
+// rulesets in ruleset records, version 7 loss records.
+const Version = 7
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1
@@ -59,6 +61,7 @@ const (
 	recSummary   = 5
 	recRuleset   = 6
 	recRuleTrace = 7
+	recLoss      = 8
 )
 
 // maxRecord bounds a record's length: a longer one is corruption. A

@@ -24,6 +24,11 @@ type Meta struct {
 	// the parts it is given back together as one recording.
 	Run  string `json:"run,omitempty"`
 	Part int    `json:"part,omitempty"`
+	// LossMarks says the recording has loss records as the run counted
+	// its losses: replay decides each flow's completeness from them.
+	// Without them (older recordings, flight recorder windows) every flow
+	// replays as complete.
+	LossMarks bool `json:"loss_marks,omitempty"`
 }
 
 // Kernel is what a recording says of the kernel it was made on.
@@ -64,6 +69,7 @@ func (m *Meta) Mono(wall time.Time) uint64 {
 type Summary struct {
 	Events map[string]uint64 `json:"events"`
 	Lost   map[string]uint64 `json:"lost"`
+	Shed   map[string]uint64 `json:"shed,omitempty"`
 	Ended  time.Time         `json:"ended"`
 	// Continued says the recording goes on in its next part: the counts
 	// of the whole run are in the last part's summary.

@@ -26,6 +26,8 @@ type Reader struct {
 	Rulesets ruleset.History
 	// RuleTraces are the steps of nftables tracing read so far.
 	RuleTraces ruleset.Traces
+	// OnLoss, when set, is told of each loss record as it is read.
+	OnLoss func(win event.LossWindow, through uint64)
 
 	br     *bufio.Reader
 	closer io.Closer
@@ -209,6 +211,14 @@ func (r *Reader) Next(e *event.Event) error {
 				return r.errorf(start, "rule trace record: %v", err)
 			}
 			r.RuleTraces.Add(t)
+		case recLoss:
+			win, through, err := decodeLoss(payload)
+			if err != nil {
+				return r.errorf(start, "%v", err)
+			}
+			if r.OnLoss != nil {
+				r.OnLoss(win, through)
+			}
 		case recSummary:
 			var s Summary
 			if err := json.Unmarshal(payload, &s); err != nil {

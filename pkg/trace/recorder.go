@@ -242,6 +242,15 @@ func (r *Recorder) Ruleset(s ruleset.Snapshot) error {
 	return nil
 }
 
+// Losses records a loss window and how far losses are counted.
+func (r *Recorder) Losses(win event.LossWindow, through uint64) {
+	if !r.prepare() {
+		return
+	}
+	r.enc.record(recLoss, encodeLoss(win, through))
+	r.afterRecord()
+}
+
 // RuleTrace records a step of nftables tracing.
 func (r *Recorder) RuleTrace(t *ruleset.Trace) {
 	if !r.prepare() {

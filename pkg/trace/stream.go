@@ -36,6 +36,13 @@ type Stream struct {
 	Errs []error
 
 	multi bool
+	// counted is how far each recording's losses are counted (the
+	// furthest of its parts), +inf once it has ended; onLoss is told the
+	// windows and how far every recording's losses are counted.
+	counted []uint64
+	onLoss  func(win event.LossWindow, through uint64)
+	early   []event.LossWindow // read before onLoss was set
+
 	// names guards netns, reasons and symbols: they grow as events are
 	// read, and are looked up by whatever explains and shows the events
 	// meanwhile.
@@ -117,10 +124,77 @@ func NewStream(readers []*Reader) *Stream {
 		sort.Slice(src, func(a, b int) bool { return src[a].Meta.Part < src[b].Meta.Part })
 	}
 	s.multi = len(s.sources) > 1
+	s.counted = make([]uint64, len(s.sources))
+	for i, r := range readers {
+		r.OnLoss = func(win event.LossWindow, through uint64) { s.lossRead(i, win, through) }
+	}
 	for i := range readers {
 		s.advance(i)
 	}
 	return s
+}
+
+// CountsLosses says whether every recording has loss records, and so
+// whether replay can tell complete flows from incomplete ones.
+func (s *Stream) CountsLosses() bool {
+	for _, src := range s.sources {
+		if !src.meta().LossMarks {
+			return false
+		}
+	}
+	return len(s.sources) > 0
+}
+
+// OnLoss has f told, on the goroutine that reads events, of each loss
+// window and of how far the losses of every recording are counted (in the
+// stream's time). Set it before the first Next.
+func (s *Stream) OnLoss(f func(win event.LossWindow, through uint64)) {
+	s.onLoss = f
+	for _, w := range s.early {
+		s.tellLosses(w)
+	}
+	s.tellLosses(event.LossWindow{})
+	s.early = nil
+}
+
+func (s *Stream) lossRead(i int, win event.LossWindow, through uint64) {
+	if s.multi {
+		m := &s.readers[i].Meta
+		wall := func(t uint64) uint64 { return uint64(m.Wall(t).UnixNano()) }
+		win.From, win.To, through = wall(win.From), wall(win.To), wall(through)
+	}
+	n := s.source[i]
+	s.counted[n] = max(s.counted[n], through)
+	s.tellLosses(win)
+}
+
+// tellLosses passes a window on with how far every recording's losses are
+// counted: the least of them.
+func (s *Stream) tellLosses(win event.LossWindow) {
+	if s.onLoss == nil {
+		if win.N > 0 {
+			s.early = append(s.early, win)
+		}
+		return
+	}
+	through := ^uint64(0)
+	for _, c := range s.counted {
+		through = min(through, c)
+	}
+	s.onLoss(win, through)
+}
+
+// ended marks a recording's losses all counted once its readers have all
+// ended.
+func (s *Stream) ended(i int) {
+	n := s.source[i]
+	for j, live := range s.live {
+		if live && s.source[j] == n {
+			return
+		}
+	}
+	s.counted[n] = ^uint64(0)
+	s.tellLosses(event.LossWindow{})
 }
 
 func (s *Stream) advance(i int) {
@@ -128,6 +202,9 @@ func (s *Stream) advance(i int) {
 	s.live[i] = err == nil
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.Errs = append(s.Errs, err)
+	}
+	if err != nil {
+		s.ended(i)
 	}
 	if err == nil && s.multi {
 		s.rebase(i, &s.heads[i])
@@ -292,13 +369,22 @@ func (s *Stream) Wall(t uint64) time.Time {
 
 // Lost adds up the lost events of the recordings, per point.
 func (s *Stream) Lost() map[event.Point]uint64 {
+	return s.summed(func(sum *Summary) map[string]uint64 { return sum.Lost })
+}
+
+// Shed adds up the events the recordings' runs shed, per point.
+func (s *Stream) Shed() map[event.Point]uint64 {
+	return s.summed(func(sum *Summary) map[string]uint64 { return sum.Shed })
+}
+
+func (s *Stream) summed(counts func(*Summary) map[string]uint64) map[event.Point]uint64 {
 	out := map[event.Point]uint64{}
 	for _, r := range s.readers {
 		if r.Summary == nil {
 			continue
 		}
 		for _, p := range event.Points {
-			out[p] += r.Summary.Lost[p.String()]
+			out[p] += counts(r.Summary)[p.String()]
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -129,6 +130,30 @@ func (w *Writer) Ruleset(s ruleset.Snapshot) error {
 		return err
 	}
 	return w.record(recRuleset, p)
+}
+
+// Losses appends a loss record: the window's lost records, and that every
+// loss before through is counted.
+func (w *Writer) Losses(win event.LossWindow, through uint64) error {
+	return w.record(recLoss, encodeLoss(win, through))
+}
+
+func encodeLoss(win event.LossWindow, through uint64) []byte {
+	p := binary.AppendUvarint(nil, win.From)
+	p = binary.AppendUvarint(p, win.To)
+	p = binary.AppendUvarint(p, win.N)
+	return binary.AppendUvarint(p, through)
+}
+
+func decodeLoss(p []byte) (win event.LossWindow, through uint64, err error) {
+	for _, v := range []*uint64{&win.From, &win.To, &win.N, &through} {
+		n := 0
+		if *v, n = binary.Uvarint(p); n <= 0 {
+			return win, 0, errors.New("loss record too short")
+		}
+		p = p[n:]
+	}
+	return win, through, nil
 }
 
 // RuleTrace appends a step of nftables tracing.

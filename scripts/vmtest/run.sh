@@ -15,8 +15,8 @@
 #   captures  each point's preferred method on this kernel: the probes, the
 #             captures of each point, IPv6, the rules, no residue
 #   busy-v4   every IPv4 lab incident beside the busy lab's background
-#             traffic, unfiltered
-#   busy-v6   the same for the IPv6 scenarios
+#             traffic, unfiltered; incident 1 under forced loss
+#   busy-v6   the same for the IPv6 scenarios (and the forced loss again)
 #   methods   every method of each point reports the same facts
 # or "all" (the default).
 # VMTEST_RUN (-test.run patterns, space-separated) and VMTEST_COUNT run chosen tests
@@ -40,8 +40,8 @@ TIMEOUT=${VMTEST_TIMEOUT:-3000}
 # TCG, which a slower machine must still fit into CI's 90 minutes.
 declare -A SUITES=(
 	[captures]='TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLabDown|TestNoResidue|TestReplayBadInput'
-	[busy-v4]='TestBusyLab/^[a-z-]+$/unfiltered'
-	[busy-v6]='TestBusyLab/-v6/unfiltered'
+	[busy-v4]='TestBusyLab/^[a-z-]+$/unfiltered TestForcedLoss/^snat-missing$'
+	[busy-v6]='TestBusyLab/-v6/unfiltered TestForcedLoss/^snat-missing$'
 	[methods]='TestProbes|TestMethods'
 )
 SKIP=${VMTEST_SKIP-'TestBusyLab/-healthy$'}
