@@ -238,7 +238,6 @@ func (r labRun) requireQueriesLabelled(t *testing.T) {
 
 func lostEvents(summary map[string]any) float64 { return countsOf(summary, "lost") }
 
-
 // Records lost for real never become a finding. A ring buffer of 64 KiB
 // under ten times the busy lab's connection rate, unfiltered, loses and
 // sheds records: the flows open meanwhile are marked incomplete, none of
