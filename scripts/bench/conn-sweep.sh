@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Is nettrace right, and what does it cost, at any connection rate? The
+# incident lab with incident 1's fault (a stale RETURN: no SNAT on the
+# tunnel), and a stream of short TCP connections from pod q1 to the noise
+# Service's ClusterIP (10.96.0.99:9000), whose endpoint is a pod on the
+# other node: PREROUTING DNAT, the vxlan overlay, reset close so that
+# client ports are reused. At each rate (connections a second, "full" as
+# fast as 8 clients go) and in each mode, with no filter on every namespace:
+#   none      no tracer
+#   tcpdump   tcpdump -i any -w in node 1 (every packet of the path)
+#   nomatch   nettrace watch -o json, a filter matching nothing
+#   text      nettrace watch (text)
+#   json      nettrace watch -o json
+#   record    nettrace record -w FILE
+# Incident 1's client connects once in every round: its fault must be named
+# once, and nothing else. Modes are interleaved within each rate, round by
+# round. Prints a markdown table: connection rate (median of the rounds) and
+# its ratio to no tracer, records per connection, records lost and shed,
+# flows marked incomplete, the fault's findings, false findings.
+#
+# Usage: scripts/bench/conn-sweep.sh [ROUNDS] [SECONDS] [RATES...]   (root)
+#   defaults: 1 round, 5 s, rates 100 500 1000 2000 full
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROUNDS=${1:-1}
+SECS=${2:-5}
+shift $(($# < 2 ? $# : 2))
+RATES=("$@")
+[ ${#RATES[@]} -gt 0 ] || RATES=(100 500 1000 2000 full)
+MODES=(${MODES:-none tcpdump nomatch text json record})
+NETTRACE=${NETTRACE:-bin/nettrace} NTLAB=bin/ntlab
+scripts/deps.sh bench
+OUT=$(mktemp -d)
+CONNRATE=$OUT/connrate
+go build -o "$CONNRATE" ./scripts/bench/connrate
+
+cleanup() {
+	if [ -n "${TRACER:-}" ]; then kill "$TRACER" 2>/dev/null; wait "$TRACER" 2>/dev/null || true; fi
+	if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; fi
+	"$NTLAB" down
+	rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+"$NTLAB" up snat-missing >/dev/null
+ip netns exec ntlab-p2 "$NTLAB" serve -addr 10.244.2.10:9002 -name p2 -ready-file "$OUT/served" &
+SERVER=$!
+for _ in $(seq 100); do [ -f "$OUT/served" ] && break; sleep 0.1; done
+
+start_tracer() {
+	rm -f "$OUT/ready" "$OUT/stdout" "$OUT/stderr"
+	local args=(--netns all --log-level warn --ready-file "$OUT/ready")
+	case $1 in
+	none) TRACER= ; return ;;
+	tcpdump)
+		ip netns exec ntlab-n1 tcpdump -i any -w "$OUT/t.pcap" -s 262144 2>/dev/null &
+		TRACER=$!
+		sleep 1
+		return ;;
+	nomatch) "$NETTRACE" watch "${args[@]}" -o json 'host 192.0.2.1' >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	text) "$NETTRACE" watch "${args[@]}" >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	json) "$NETTRACE" watch "${args[@]}" -o json >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	record) "$NETTRACE" record "${args[@]}" -w "$OUT/r.ntrace" >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	esac
+	TRACER=$!
+	for _ in $(seq 200); do [ -f "$OUT/ready" ] && return; sleep 0.1; done
+	echo "tracer did not start: $(cat "$OUT/stderr")" >&2
+	exit 1
+}
+
+stop_tracer() {
+	if [ -n "${TRACER:-}" ]; then
+		kill -INT "$TRACER" 2>/dev/null || true
+		wait "$TRACER" 2>/dev/null || true
+		TRACER=
+	fi
+	rm -f "$OUT/t.pcap" "$OUT/r.ntrace"
+}
+
+for rate in "${RATES[@]}"; do
+	for r in $(seq "$ROUNDS"); do
+		for m in "${MODES[@]}"; do
+			start_tracer "$m"
+			"$NTLAB" traffic snat-missing >/dev/null &
+			fault=$!
+			pace=$rate
+			[ "$rate" = full ] && pace=0
+			cps=$(ip netns exec ntlab-q1 "$CONNRATE" -addr 10.96.0.99:9000 -d "${SECS}s" -workers 8 -rate "$pace" 2>"$OUT/failed")
+			wait "$fault"
+			stop_tracer
+			failed=$(grep -o '[0-9]* connections failed' "$OUT/failed" | cut -d' ' -f1 || true)
+			python3 scripts/bench/sweep-round.py "$m" "$rate" "$cps" "${failed:-0}" "$SECS" "$OUT/stdout" "$OUT/stderr" >>"$OUT/results"
+			tail -1 "$OUT/results" >&2
+		done
+	done
+done
+python3 scripts/bench/sweep-round.py --table "$OUT/results"

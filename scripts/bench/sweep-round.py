@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""One round of scripts/bench/conn-sweep.sh, read from what nettrace wrote;
+or, with --table, the sweep's rounds as a markdown table.
+
+  sweep-round.py MODE RATE CPS FAILED SECONDS STDOUT STDERR   -> one JSON line
+  sweep-round.py --table RESULTS                               -> the table
+
+A round's findings: incident 1's fault is snat-missing-on-tunnel on a
+connection to 10.96.0.10; every other finding is false (the stream's
+connections are healthy; the ones its client saw fail are counted apart).
+"""
+import json
+import re
+import statistics
+import sys
+
+FAULT_RULE, FAULT_DST = "snat-missing-on-tunnel", "10.96.0.10"
+
+
+def from_json(stdout):
+    summary, fault, false = {}, 0, 0
+    for line in open(stdout):
+        try:
+            o = json.loads(line)
+        except ValueError:
+            continue
+        if o.get("type") == "summary":
+            summary = o
+        elif o.get("type") == "explanation":
+            if o["rule"] == FAULT_RULE and o["flow"]["tuple"]["dst"] == FAULT_DST:
+                fault += 1
+            else:
+                false += 1
+    total = lambda k: sum(summary.get(k, {}).values())
+    return total("events"), total("lost"), total("shed"), summary.get("flows_incomplete", 0), fault, false
+
+
+def from_text(stderr):
+    text = open(stderr).read()
+    number = lambda pattern: int(m.group(1)) if (m := re.search(pattern, text)) else 0
+    events, lost = number(r"nettrace: (\d+) events in"), number(r"; (\d+) lost")
+    shed = 0
+    if m := re.search(r"shed to keep room for evidence of failure: ([^;\n]*)", text):
+        shed = sum(int(n) for n in re.findall(r"\w+ (\d+)", m.group(1)))
+    incomplete = number(r"; (\d+) flows incomplete")
+    found = {}
+    if m := re.search(r"findings: (.*)$", text, re.M):
+        found = {k: int(v) for k, v in re.findall(r"([\w-]+) (\d+)", m.group(1))}
+    fault = min(found.pop(FAULT_RULE, 0), 1)
+    false = sum(found.values()) + max(0, fault - 1)
+    return events, lost, shed, incomplete, fault, false
+
+
+def round_line(mode, rate, cps, failed, secs, stdout, stderr):
+    row = {"mode": mode, "rate": rate, "cps": float(cps), "failed": int(failed)}
+    if mode in ("json", "nomatch"):
+        parsed = from_json(stdout)
+    elif mode in ("text", "record"):
+        parsed = from_text(stderr)
+    else:
+        parsed = None
+    if parsed:
+        events, lost, shed, incomplete, fault, false = parsed
+        conns = float(cps) * float(secs)
+        row.update(events=events, per_conn=events / conns if conns else 0, lost=lost, shed=shed,
+                   incomplete=incomplete, fault=fault, false=false)
+    print(json.dumps(row))
+
+
+def table(results):
+    rows = [json.loads(l) for l in open(results)]
+    rates = list(dict.fromkeys(r["rate"] for r in rows))
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    print("| rate (conn/s) | mode | conn/s median (min-max) | vs none | records/conn | lost | shed | flows incomplete | fault named | false findings | conns failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for rate in rates:
+        at = [r for r in rows if r["rate"] == rate]
+        base = [r["cps"] for r in at if r["mode"] == "none"]
+        base = statistics.median(base) if base else 0
+        for mode in modes:
+            rs = [r for r in at if r["mode"] == mode]
+            if not rs:
+                continue
+            cps = [r["cps"] for r in rs]
+            med = statistics.median(cps)
+            ratio = f"{med / base:.2f}x" if base else "-"
+            cell = lambda k, f="{:.0f}": (f.format(statistics.median([r[k] for r in rs])) if k in rs[0] else "-")
+            fault = "-" if "fault" not in rs[0] else "/".join(str(r["fault"]) for r in rs)
+            false = "-" if "false" not in rs[0] else str(sum(r["false"] for r in rs))
+            print(f"| {rate} | {mode} | {med:.0f} ({min(cps):.0f}-{max(cps):.0f}) | {ratio} | {cell('per_conn', '{:.1f}')} "
+                  f"| {cell('lost')} | {cell('shed')} | {cell('incomplete')} | {fault} | {false} | {sum(r['failed'] for r in rs)} |")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--table":
+        table(sys.argv[2])
+    else:
+        round_line(*sys.argv[1:8])
