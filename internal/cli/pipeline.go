@@ -29,7 +29,7 @@ import (
 // whose flows all end at once (at its end) is explained on every core.
 type pipeline struct {
 	w          output.Writer // nil: nothing on stdout (record)
-	jw         *output.JSON
+	jw         *jsonLines
 	names      output.Names
 	corr       *flow.Correlator
 	rec        *trace.Recorder
@@ -89,6 +89,9 @@ const outBuffer = 256 << 10
 func (p *pipeline) flushOut() {
 	if p.buffered != nil {
 		p.fail(p.buffered.Flush())
+	}
+	if p.jw != nil {
+		p.jw.Flush()
 	}
 }
 
@@ -175,7 +178,7 @@ func newPipeline(o pipelineOptions) *pipeline {
 	}
 	var text *output.Text
 	out := p.out
-	if o.format == "json" || o.events {
+	if o.format == "text" && o.events {
 		// Events are written as they come, one to a few hundred bytes each:
 		// a write each would make the reader wait on stdout's reader. They
 		// reach it within a tick (flushOut).
@@ -184,7 +187,7 @@ func newPipeline(o pipelineOptions) *pipeline {
 	}
 	switch o.format {
 	case "json":
-		p.jw = output.NewJSON(out, o.names)
+		p.jw = newJSONLines(out, o.names)
 		p.w, p.showEvents = p.jw, true
 	case "text":
 		text = output.NewText(out, o.names)
@@ -538,6 +541,7 @@ func (p *pipeline) finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	output.WriteSummary(os.Stderr, sum)
 	if p.jw != nil {
 		p.fail(p.jw.Raw(summaryJSON(sum)))
+		p.fail(p.jw.Close())
 	}
 	p.flushOut()
 	if p.err != nil {

@@ -193,13 +193,3 @@ func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
 	return out
 }
 
-// Flow writes a flow and its finding as JSON objects.
-func (j *JSON) Flow(f *flow.Flow, fd *explain.Finding) error {
-	if err := j.enc.Encode(j.names.ConvertFlow(f, fd)); err != nil {
-		return err
-	}
-	if fd == nil {
-		return nil
-	}
-	return j.enc.Encode(j.names.ConvertFinding(f, fd))
-}

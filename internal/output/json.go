@@ -1,9 +1,7 @@
 package output
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -111,17 +109,6 @@ type JSONTCP struct {
 	Cookie   uint64 `json:"cookie,omitempty"`
 }
 
-// JSON writes one JSON object per line.
-type JSON struct {
-	enc   *json.Encoder
-	names Names
-}
-
-// NewJSON returns a JSON lines writer.
-func NewJSON(w io.Writer, names Names) *JSON {
-	return &JSON{enc: json.NewEncoder(w), names: names}
-}
-
 // Convert builds the JSON object of an event.
 func (n Names) Convert(e *event.Event) *JSONEvent {
 	j := &JSONEvent{
@@ -175,9 +162,3 @@ func (n Names) Convert(e *event.Event) *JSONEvent {
 	}
 	return j
 }
-
-// Event writes one line.
-func (j *JSON) Event(e *event.Event) error { return j.enc.Encode(j.names.Convert(e)) }
-
-// Raw writes any other object (probes, summary) as one line.
-func (j *JSON) Raw(v any) error { return j.enc.Encode(v) }
