@@ -192,4 +192,3 @@ func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
 	}
 	return out
 }
-
