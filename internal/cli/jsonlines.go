@@ -136,17 +136,17 @@ func (j *jsonLines) encodeBatches() {
 	for b := range j.encode {
 		off := 0
 		for _, it := range b.items {
-			v := it.obj
-			if it.event >= 0 {
-				e := &b.events[it.event]
-				n := it.packetLen
-				e.Packet, off = b.packets[off:off+n:off+n], off+n
-				v = j.names.Convert(e)
+			if it.event < 0 {
+				// Marshal cannot fail on these: every field is a plain
+				// value, a string, or a slice or map of them.
+				line, _ := json.Marshal(it.obj)
+				b.text = append(append(b.text, line...), '\n')
+				continue
 			}
-			// Marshal cannot fail on these types: every field is a plain
-			// value, a string, or a slice or map of them.
-			line, _ := json.Marshal(v)
-			b.text = append(append(b.text, line...), '\n')
+			e := &b.events[it.event]
+			n := it.packetLen
+			e.Packet, off = b.packets[off:off+n:off+n], off+n
+			b.text = append(j.names.AppendEvent(b.text, e), '\n')
 		}
 		j.encoded <- b
 	}

@@ -1,7 +1,6 @@
 package output
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -109,56 +108,3 @@ type JSONTCP struct {
 	Cookie   uint64 `json:"cookie,omitempty"`
 }
 
-// Convert builds the JSON object of an event.
-func (n Names) Convert(e *event.Event) *JSONEvent {
-	j := &JSONEvent{
-		Type: "event", Time: n.wall(e.Time), MonoNS: e.Time, Point: e.Point.String(), Kind: e.Kind.String(),
-		Hook: e.Hook.String(), Netns: n.netns(e.Netns), NetnsInode: e.Netns, Dev: e.Ifname.String(),
-		Ifindex: e.Ifindex, CPU: e.CPU, Tuple: NewJSONTuple(e.Tuple), SkbSeen: e.SkbSeen, Group: e.ToGroup(),
-	}
-	if e.Skb != 0 {
-		j.Skb = fmt.Sprintf("%#x", e.Skb)
-	}
-	if e.HasInner() {
-		j.Inner = NewJSONTuple(e.Inner)
-	}
-	if e.HasCT() {
-		dir := "original"
-		if e.CT.IsReply() {
-			dir = "reply"
-		}
-		j.CT = &JSONConntrack{ID: fmt.Sprintf("%#x", e.CT.ID), Status: e.CT.Status.Names(), Mark: e.CT.Mark,
-			Zone: e.CT.Zone, Direction: dir, Orig: NewJSONTuple(e.CT.Orig), Reply: NewJSONTuple(e.CT.Reply)}
-	}
-	switch e.Point {
-	case event.PointNAT:
-		if e.Flags&event.FlagPre != 0 {
-			j.Pre = NewJSONTuple(e.NAT.Pre)
-			j.Translated = bareTuple(e.NAT.Pre) != bareTuple(e.Tuple)
-			j.Translations = e.Translation().Names()
-		}
-		j.OutDev = e.NAT.OutIfname.String()
-	case event.PointRoute:
-		j.Route = &JSONRoute{Dev: e.Route.OifName.String(), Ifindex: e.Route.Oif, Err: e.Route.Err, Table: e.Route.Table}
-		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
-			j.Route.Gateway = g.String()
-		}
-		if s := e.Route.Src; s.IsValid() && !s.IsUnspecified() {
-			j.Route.Src = s.String()
-		}
-	case event.PointVXLAN:
-		j.VXLAN = &JSONVXLAN{VNI: e.VXLAN.VNI, Remote: e.VXLAN.Remote.String(), Local: e.VXLAN.Local.String(), Port: e.VXLAN.Port}
-	case event.PointSYN:
-		j.SYN = &JSONSYN{Listener: e.SYN.Listener.String(), Outcome: e.SYN.Outcome.String(), Dropped: e.SYN.Outcome.Dropped(),
-			AcceptQueue: e.SYN.AcceptQueue, AcceptMax: e.SYN.AcceptMax, SYNQueue: e.SYN.SYNQueue,
-			ListenDrops: e.SYN.ListenDrops, ListenOverflows: e.SYN.ListenOverfl}
-	case event.PointDrop:
-		j.Drop = &JSONDrop{Reason: n.dropReason(e.Drop.Reason), Location: n.symbol(e.Drop.Location)}
-	case event.PointTCP:
-		j.TCP = &JSONTCP{Cookie: e.TCP.Cookie}
-		if e.Kind == event.KindTCPState {
-			j.TCP.OldState, j.TCP.NewState = event.TCPStateName(e.TCP.OldState), event.TCPStateName(e.TCP.NewState)
-		}
-	}
-	return j
-}
