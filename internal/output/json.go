@@ -107,4 +107,3 @@ type JSONTCP struct {
 	NewState string `json:"new_state,omitempty"`
 	Cookie   uint64 `json:"cookie,omitempty"`
 }
-
