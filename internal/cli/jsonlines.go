@@ -155,17 +155,10 @@ func (j *jsonLines) encodeBatches() {
 // writeBatches writes the encoded batches in the order they were queued.
 func (j *jsonLines) writeBatches(w io.Writer) {
 	defer close(j.done)
-	early := map[uint64]*jsonBatch{}
-	var next uint64
-	for b := range j.encoded {
-		early[b.n] = b
-		for y, ok := early[next]; ok; y, ok = early[next] {
-			delete(early, next)
-			next++
-			if _, err := w.Write(y.text); err != nil && j.err == nil {
-				j.err = err
-			}
-			j.free.put(y)
+	inOrder(j.encoded, func(b *jsonBatch) uint64 { return b.n }, func(b *jsonBatch) {
+		if _, err := w.Write(b.text); err != nil && j.err == nil {
+			j.err = err
 		}
-	}
+		j.free.put(b)
+	})
 }

@@ -322,37 +322,48 @@ func (p *pipeline) renderEnded(text *output.Text) {
 }
 
 // writeRendered counts the findings and writes the rendered flows in the
-// order they ended. Flows rendered ahead of their turn wait in early; they
-// are bounded by the flows in flight.
+// order they ended.
 func (p *pipeline) writeRendered() {
 	defer close(p.shown)
-	early := map[uint64]renderedFlow{}
+	inOrder(p.rendered, func(r renderedFlow) uint64 { return r.n }, p.writeFlow)
+}
+
+// writeFlow counts a rendered flow's finding and writes its text.
+func (p *pipeline) writeFlow(y renderedFlow) {
+	if y.rule != "" {
+		p.findings[y.rule]++
+		p.found.Add(1)
+		if p.flight != nil {
+			p.flight.finding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
+		}
+	}
+	if y.text == nil {
+		return
+	}
+	if p.brief != nil {
+		p.write(p.brief.held(time.Now(), y.rule != ""))
+		if y.rule == "" && !p.brief.allow() {
+			return
+		}
+	}
+	p.write(y.text)
+	if cap(y.text) <= maxKeptText {
+		p.texts.put(y.text)
+	}
+}
+
+// inOrder calls each for the items from in in the order of their numbers
+// (0, 1, 2, ...), though goroutines working side by side finish them out
+// of order: the ones that come early wait, bounded by the items in flight.
+func inOrder[T any](in <-chan T, number func(T) uint64, each func(T)) {
+	early := map[uint64]T{}
 	var next uint64
-	for r := range p.rendered {
-		early[r.n] = r
+	for x := range in {
+		early[number(x)] = x
 		for y, ok := early[next]; ok; y, ok = early[next] {
 			delete(early, next)
 			next++
-			if y.rule != "" {
-				p.findings[y.rule]++
-				p.found.Add(1)
-				if p.flight != nil {
-					p.flight.finding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
-				}
-			}
-			if y.text == nil {
-				continue
-			}
-			if p.brief != nil {
-				p.write(p.brief.held(time.Now(), y.rule != ""))
-				if y.rule == "" && !p.brief.allow() {
-					continue
-				}
-			}
-			p.write(y.text)
-			if cap(y.text) <= maxKeptText {
-				p.texts.put(y.text)
-			}
+			each(y)
 		}
 	}
 }
