@@ -45,7 +45,7 @@ unit-test: generate
 	# The packages where goroutines hand flows and names to each other.
 	go test -count=1 -race ./internal/cli/ ./pkg/flow/ ./pkg/trace/
 
-# The host's integration tests take about 12 minutes here (698 s; 1,218 s
+# The host's integration tests take about 10 minutes here (608 s alone; 1,218 s
 # beside two TCG guests); the timeout (go test's default is 10) leaves room
 # for a machine three times slower.
 # A failure ends with what each failed test said (scripts/failed), which
