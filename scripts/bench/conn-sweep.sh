@@ -12,6 +12,8 @@
 #   text      nettrace watch (text)
 #   json      nettrace watch -o json
 #   record    nettrace record -w FILE
+# and, with BASELINE=path/to/an/older/nettrace, base-MODE for each nettrace
+# mode in MODES, run by that build in the same rounds.
 # Incident 1's client connects once in every round: its fault must be named
 # once, and nothing else. Modes are interleaved within each rate, round by
 # round. Prints a markdown table: connection rate (median of the rounds) and
@@ -28,6 +30,11 @@ shift $(($# < 2 ? $# : 2))
 RATES=("$@")
 [ ${#RATES[@]} -gt 0 ] || RATES=(100 500 1000 2000 full)
 MODES=(${MODES:-none tcpdump nomatch text json record})
+if [ -n "${BASELINE:-}" ]; then
+	for m in "${MODES[@]}"; do
+		case $m in none | tcpdump) ;; *) MODES+=("base-$m") ;; esac
+	done
+fi
 NETTRACE=${NETTRACE:-bin/nettrace} NTLAB=bin/ntlab
 scripts/deps.sh bench
 OUT=$(mktemp -d)
@@ -50,7 +57,9 @@ for _ in $(seq 100); do [ -f "$OUT/served" ] && break; sleep 0.1; done
 start_tracer() {
 	rm -f "$OUT/ready" "$OUT/stdout" "$OUT/stderr"
 	local args=(--netns all --log-level warn --ready-file "$OUT/ready")
-	case $1 in
+	local NETTRACE=$NETTRACE
+	[ "${1#base-}" != "$1" ] && NETTRACE=$BASELINE
+	case ${1#base-} in
 	none) TRACER= ; return ;;
 	tcpdump)
 		ip netns exec ntlab-n1 tcpdump -i any -w "$OUT/t.pcap" -s 262144 2>/dev/null &

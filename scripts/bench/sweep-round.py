@@ -53,9 +53,10 @@ def from_text(stderr):
 
 def round_line(mode, rate, cps, failed, secs, stdout, stderr):
     row = {"mode": mode, "rate": rate, "cps": float(cps), "failed": int(failed)}
-    if mode in ("json", "nomatch"):
+    own = mode.removeprefix("base-")  # the baseline build's run of a mode
+    if own in ("json", "nomatch"):
         parsed = from_json(stdout)
-    elif mode in ("text", "record"):
+    elif own in ("text", "record"):
         parsed = from_text(stderr)
     else:
         parsed = None
