@@ -3,7 +3,7 @@ package filter
 import "github.com/nettrace-dev/nettrace/pkg/event"
 
 // Follower decides, event by event, what the kernel's filter would have
-// reported (nt_follow in bpf/include/common.h): a packet or conntrack
+// reported (nt_follow in bpf/include/follow.h): a packet or conntrack
 // entry that matched once is followed after NAT or encapsulation change
 // its tuple, and so are both directions of its connection. Replay uses it
 // to filter recordings exactly as watch filters live traffic.

@@ -409,7 +409,7 @@ func (s *connState) merge(o *connState) {
 }
 
 // IPv6 extension headers walked to the transport header, as the kernel
-// programs do (bpf/include/common.h).
+// programs do (bpf/include/parse.h).
 const (
 	ipv6ExtMax      = 6
 	ipv6HopByHop    = 0

@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Building and submitting events: the per-CPU slots an event is built in,
+ * packet identities, loss and shedding counters, the narrow record of an
+ * IPv4 event, and the copy of the packet's first bytes.
+ */
+#ifndef NETTRACE_EVENT_H
+#define NETTRACE_EVENT_H
+
+#include "maps.h"
+#include "parse.h"
+
+static __always_inline struct nt_event *nt_event_take(void)
+{
+	__u32 key = 0;
+	struct nt_event_slots *s = bpf_map_lookup_elem(&event_slots, &key);
+	__u32 d;
+
+	if (!s)
+		return NULL;
+	d = s->depth;
+	if (d >= NT_EVENT_DEPTH)
+		return NULL;
+	s->depth = d + 1;
+	return &s->ev[d & (NT_EVENT_DEPTH - 1)];
+}
+
+static __always_inline void nt_event_give(struct nt_event **e)
+{
+	__u32 key = 0;
+	struct nt_event_slots *s;
+
+	if (!*e)
+		return;
+	s = bpf_map_lookup_elem(&event_slots, &key);
+	if (s && s->depth)
+		s->depth--;
+}
+
+/* Declares e, an event slot given back when e goes out of scope (NULL:
+ * none free, the observation is not made). */
+#define NT_EVENT(e) struct nt_event *e __attribute__((cleanup(nt_event_give))) = nt_event_take()
+
+static __always_inline void nt_count_undelivered(__u32 key)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &key);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void nt_count_lost(__u8 point)
+{
+	nt_count_undelivered(point);
+}
+
+/* Under overload the ring buffer keeps its last quarter for evidence of
+ * failure: a device hop or a route lookup (healthy detail, more than half
+ * of a busy node's records) is shed, and counted, once less than that is
+ * free, while drops, NAT, encapsulation, listener and TCP records still
+ * fit. The fill level is read without a lock, which is all a threshold
+ * needs. */
+static __always_inline bool nt_shed(const struct nt_event *e)
+{
+	__u64 pending, size;
+
+	if (e->point != NT_POINT_DEV && e->point != NT_POINT_ROUTE)
+		return false;
+	pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+	if (pending * 4 < size * 3)
+		return false;
+	nt_count_undelivered(NT_SHED_KEY(e->point));
+	return true;
+}
+
+/* Names the packet of an event: the time its skb address was first seen
+ * since the last packet at that address was freed. */
+static __always_inline void nt_identify(struct nt_event *e)
+{
+	__u64 *seen;
+
+	if (!e->skb)
+		return;
+	seen = bpf_map_lookup_elem(&skb_ids, &e->skb);
+	if (seen) {
+		e->skb_seen = *seen;
+		return;
+	}
+	e->skb_seen = e->ts;
+	/* Two CPUs may see a new packet at once (a clone is another address,
+	 * but a packet can be traced on two CPUs around a queue): the first
+	 * insert wins and both events must carry it. */
+	if (bpf_map_update_elem(&skb_ids, &e->skb, &e->skb_seen, BPF_NOEXIST)) {
+		seen = bpf_map_lookup_elem(&skb_ids, &e->skb);
+		if (seen)
+			e->skb_seen = *seen;
+	}
+}
+
+/* The packet at this address is gone: the next one is another packet.
+ * Most packets were never reported, so never named: a lookup, which takes
+ * no lock, before the delete, which does. */
+static __always_inline void nt_forget_skb(__u64 skb)
+{
+	if (bpf_map_lookup_elem(&skb_ids, &skb))
+		bpf_map_delete_elem(&skb_ids, &skb);
+}
+
+/* Whether an event holds an IPv6 address: it then goes out wide. The
+ * payload's addresses have the tuple's family. */
+static __always_inline bool nt_wide(const struct nt_event *e)
+{
+	return e->tuple.ipv6 || ((e->flags & NT_F_INNER) && e->inner.ipv6) ||
+	       ((e->flags & NT_F_CT) && e->ct.orig.ipv6) ||
+	       (e->point == NT_POINT_NAT && (e->flags & NT_F_PRE) && e->u.nat.pre.ipv6);
+}
+
+static __always_inline void nt_narrow_tuple(struct nt_tuple4 *n, const struct nt_tuple *t)
+{
+	n->saddr = t->saddr[0];
+	n->daddr = t->daddr[0];
+	n->sport = t->sport;
+	n->dport = t->dport;
+	n->proto = t->proto;
+	n->tcp_flags = t->tcp_flags;
+}
+
+/* Writes an IPv4 event as its narrow record. Field by field: the record is
+ * ring buffer memory, zeroed first so that no byte of it is stale. */
+static __always_inline void nt_narrow(struct nt_event4 *n, const struct nt_event *e)
+{
+	__builtin_memset(n, 0, sizeof(*n));
+	n->ts = e->ts;
+	n->skb = e->skb;
+	n->netns = e->netns;
+	n->ifindex = e->ifindex;
+	n->point = e->point;
+	n->kind = e->kind;
+	n->hook = e->hook;
+	n->flags = e->flags;
+	n->cpu = e->cpu;
+	n->caplen = e->caplen;
+	__builtin_memcpy(n->ifname, e->ifname, sizeof(n->ifname));
+	nt_narrow_tuple(&n->tuple, &e->tuple);
+	nt_narrow_tuple(&n->inner, &e->inner);
+	n->ct.id = e->ct.id;
+	n->ct.status = e->ct.status;
+	n->ct.mark = e->ct.mark;
+	n->ct.zone = e->ct.zone;
+	n->ct.ctinfo = e->ct.ctinfo;
+	nt_narrow_tuple(&n->ct.orig, &e->ct.orig);
+	nt_narrow_tuple(&n->ct.reply, &e->ct.reply);
+	switch (e->point) {
+	case NT_POINT_NAT:
+		nt_narrow_tuple(&n->u.nat.pre, &e->u.nat.pre);
+		n->u.nat.out_ifindex = e->u.nat.out_ifindex;
+		__builtin_memcpy(n->u.nat.out_ifname, e->u.nat.out_ifname, sizeof(n->u.nat.out_ifname));
+		break;
+	case NT_POINT_ROUTE:
+		n->u.route.oif = e->u.route.oif;
+		n->u.route.gateway = e->u.route.gateway[0];
+		n->u.route.saddr = e->u.route.saddr[0];
+		n->u.route.err = e->u.route.err;
+		n->u.route.table = e->u.route.table;
+		__builtin_memcpy(n->u.route.oifname, e->u.route.oifname, sizeof(n->u.route.oifname));
+		break;
+	case NT_POINT_VXLAN:
+		n->u.vxlan.vni = e->u.vxlan.vni;
+		n->u.vxlan.remote = e->u.vxlan.remote[0];
+		n->u.vxlan.local = e->u.vxlan.local[0];
+		n->u.vxlan.port = e->u.vxlan.port;
+		break;
+	case NT_POINT_SYN:
+		n->u.syn.laddr = e->u.syn.laddr[0];
+		n->u.syn.lport = e->u.syn.lport;
+		n->u.syn.outcome = e->u.syn.outcome;
+		n->u.syn.accept_qlen = e->u.syn.accept_qlen;
+		n->u.syn.accept_max = e->u.syn.accept_max;
+		n->u.syn.syn_qlen = e->u.syn.syn_qlen;
+		n->u.syn.listen_overflows = e->u.syn.listen_overflows;
+		n->u.syn.listen_drops = e->u.syn.listen_drops;
+		break;
+	case NT_POINT_DROP:
+		n->u.drop = e->u.drop;
+		break;
+	case NT_POINT_TCP:
+		n->u.tcp = e->u.tcp;
+		break;
+	}
+	n->skb_seen = e->skb_seen;
+}
+
+/* Stamps an event as it is submitted: time, identity, CPU and, for an
+ * event with an IPv6 address, its wide form. */
+static __always_inline bool nt_stamp(struct nt_event *e)
+{
+	bool wide = nt_wide(e);
+
+	e->ts = bpf_ktime_get_ns();
+	nt_identify(e);
+	e->cpu = bpf_get_smp_processor_id();
+	if (wide)
+		e->flags |= NT_F_WIDE;
+	return wide;
+}
+
+static __always_inline void nt_submit(struct nt_event *e)
+{
+	struct nt_event4 *n;
+
+	if (nt_shed(e))
+		return;
+	if (nt_stamp(e)) {
+		if (bpf_ringbuf_output(&events, e, sizeof(*e), 0))
+			nt_count_lost(e->point);
+		return;
+	}
+	n = bpf_ringbuf_reserve(&events, sizeof(*n), 0);
+	if (!n) {
+		nt_count_lost(e->point);
+		return;
+	}
+	nt_narrow(n, e);
+	bpf_ringbuf_submit(n, 0);
+}
+
+/* Copies the first bytes of a packet from its IP header (the linear part
+ * only, at most snap_len) to dst, and returns how many. */
+static __always_inline __u16 nt_copy_packet(void *dst, struct sk_buff *skb, bool use_data, bool direct)
+{
+	unsigned char *head = NT_RD(direct, skb, head);
+	__u32 off = nt_l3_offset(skb, head, use_data, direct);
+	__u32 tail = NT_RD(direct, skb, tail);
+	__u32 caplen = 0;
+
+	if (tail > off)
+		caplen = tail - off;
+	if (caplen > snap_len)
+		caplen = snap_len;
+	/* Bound again for the verifier, which loses the range through the
+	 * comparison with a 32-bit load. */
+	caplen &= 2 * NT_SNAP_MAX - 1;
+	if (caplen > NT_SNAP_MAX)
+		caplen = NT_SNAP_MAX;
+	if (caplen > snap_len || bpf_probe_read_kernel(dst, caplen, head + off))
+		return 0;
+	return caplen;
+}
+
+/* Submits an event followed by the first bytes of its packet from the IP
+ * header. A record's size must be a constant for bpf_ringbuf_reserve:
+ * snap_len is read-only data, which the verifier treats as a known scalar,
+ * and each form has its own reserve. */
+static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *skb, bool use_data,
+					  bool direct)
+{
+	struct nt_event4 *n;
+	struct nt_event *rec;
+
+	if (snap_len == 0 || snap_len > NT_SNAP_MAX || !skb) {
+		nt_submit(e);
+		return;
+	}
+	if (nt_shed(e))
+		return;
+	if (nt_wide(e)) {
+		rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);
+		if (!rec) {
+			nt_count_lost(e->point);
+			return;
+		}
+		e->caplen = nt_copy_packet(rec + 1, skb, use_data, direct);
+		nt_stamp(e);
+		/* A typed copy: the record is 8-byte aligned, so the words
+		 * holding kernel addresses are stored whole. A byte-wise memcpy
+		 * would shift them, which the verifier forbids for pointer
+		 * values. */
+		*rec = *e;
+		bpf_ringbuf_submit(rec, 0);
+		return;
+	}
+	n = bpf_ringbuf_reserve(&events, sizeof(*n) + snap_len, 0);
+	if (!n) {
+		nt_count_lost(e->point);
+		return;
+	}
+	e->caplen = nt_copy_packet(n + 1, skb, use_data, direct);
+	nt_stamp(e);
+	nt_narrow(n, e);
+	bpf_ringbuf_submit(n, 0);
+}
+
+static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, __u64 skb)
+{
+	__builtin_memset(e, 0, sizeof(*e));
+	e->point = point;
+	e->kind = kind;
+	e->hook = NT_HOOK_NONE;
+	e->skb = skb;
+}
+
+#endif

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The maps every object declares. The Go loader creates each once and hands
+ * it to every object, so all points share the ring buffer, the loss counters,
+ * the followed packets and entries and the packet identities.
+ */
+#ifndef NETTRACE_MAPS_H
+#define NETTRACE_MAPS_H
+
+#include "base.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 23);
+} events SEC(".maps");
+
+/* Records that did not fit in the ring buffer, per point, then (from
+ * NT_SHED_KEY) the records shed to keep room for evidence, per point. */
+#define NT_SHED_KEY(point) ((point) + NT_POINT_MAX)
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * NT_POINT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Packets (by skb address) and conntrack entries that matched the filter
+ * once: they are followed after NAT or encapsulation changes their tuple.
+ * The kernel recycles both addresses, and frees some packets without a
+ * tracepoint (a pure ACK TCP consumed, a GRO-merged segment), so each
+ * entry keeps what the followed object was: a packet its last tuple and
+ * conntrack entry, an entry its original tuple. An address found holding
+ * something else is another object, not followed. */
+struct followed_skb {
+	struct nt_tuple tuple; /* flags cleared */
+	__u64 ct;
+	__u8 mark; /* NT_FOLLOWED_SKB or NT_QUIET_SKB */
+	__u8 _pad[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct followed_skb);
+} tracked_skb SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct nt_tuple); /* the entry's original tuple */
+} tracked_ct SEC(".maps");
+
+/* Tuples (both directions, flags cleared) of the followed conntrack entries,
+ * so that a reply is followed where no conntrack entry exists (a pod's
+ * namespace without NAT rules). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nt_tuple);
+	__type(value, __u8);
+} tracked_tuple SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} watched_netns SEC(".maps");
+
+/* The packet between the two halves of a NAT observation on this CPU, per
+ * netfilter hook: "before" fills it, "after" completes it. Per hook because
+ * a softirq may run PREROUTING in the middle of a process's OUTPUT. A
+ * softirq running the same hook inside a process's (a forwarded packet's
+ * POSTROUTING inside a local one's) overwrites the slot; the slot names its
+ * skb, so the interrupted packet's "after" then lacks its pre-NAT tuple
+ * rather than taking another packet's. A per-CPU array, not a hash keyed by
+ * skb: this runs eight times per packet in every watched namespace. The
+ * route point reads the OUTPUT slot to attribute the re-route lookup that
+ * NAT triggers between the two halves. */
+struct nat_slot {
+	__u64 skb;
+	struct nt_tuple pre;
+	__u8 active;
+	__u8 followed;
+	__u8 _pad[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NT_HOOKS);
+	__type(key, __u32);
+	__type(value, struct nat_slot);
+} nat_slots SEC(".maps");
+
+/* Packet identities: skb address -> the time it was first seen holding the
+ * packet. Forgotten when the packet is freed or consumed (drop point), so
+ * the next packet at that address gets a new identity. LRU: a packet whose
+ * free was missed (freed through a path without a tracepoint) is evicted
+ * eventually, and user space still tells a recycled address by its
+ * contradicting path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u64);
+} skb_ids SEC(".maps");
+
+/* The last SYN-ACKs this CPU sent, written at the OUTPUT hook. A listener
+ * answers a SYN inside tcp_conn_request, before the SYN is consumed on the
+ * same CPU: the syn point's tracepoint method looks for its answer there to
+ * tell a queued SYN from a dropped one. Several, not one: a softirq may
+ * answer another SYN between a process-context answer and its consume. */
+#define NT_SYNACK_SLOTS 4
+
+struct synack_slot {
+	__u64 ts; /* 0: free, or taken by the SYN it answered */
+	__u64 req; /* the request socket, 0 for a syncookie SYN-ACK */
+	struct nt_tuple tuple;
+	__u32 ack; /* the SYN-ACK's acknowledgment number: its SYN's sequence + 1 */
+	__u32 _pad;
+};
+
+struct synack_ring {
+	__u32 next;
+	__u32 _pad;
+	struct synack_slot slots[NT_SYNACK_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct synack_ring);
+} synack_slots SEC(".maps");
+
+/* Listening sockets by namespace and port, learnt from the request sockets
+ * of the SYN-ACKs they send, so that a SYN they drop later can be reported
+ * with their queues. Values are plain addresses: read with probe reads and
+ * checked (state, port) before use, as the socket may be gone. */
+struct listener_key {
+	__u32 netns;
+	__u16 port;
+	__u16 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct listener_key);
+	__type(value, __u64);
+} listeners SEC(".maps");
+
+/* Events are built in a per-CPU slot, not on the stack: with addresses of
+ * either family an event takes most of the 512-byte BPF stack. Programs
+ * nest on one CPU (a softirq's inside a process's, an NMI's inside any):
+ * each takes the next slot and gives it back before the one it
+ * interrupted resumes. */
+#define NT_EVENT_DEPTH 4
+
+struct nt_event_slots {
+	__u32 depth;
+	__u32 _pad;
+	struct nt_event ev[NT_EVENT_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nt_event_slots);
+} event_slots SEC(".maps");
+
+/* Slot 0 is set to 1 the first time anything is tracked, so that until then
+ * the tracked maps are not even looked up. A map, not a global: globals live
+ * in each object's own .bss, and this flag must be shared by all of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} tracking SEC(".maps");
+
+#endif
