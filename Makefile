@@ -43,7 +43,7 @@ unit-test: generate
 	go vet ./...
 	go test -count=1 ./pkg/... ./internal/...
 	# The packages where goroutines hand flows and names to each other.
-	go test -count=1 -race ./internal/cli/ ./pkg/flow/ ./pkg/trace/
+	go test -count=1 -race ./internal/engine/ ./pkg/flow/ ./pkg/trace/
 
 # The host's integration tests take about 10 minutes here (608 s alone; 1,218 s
 # beside two TCG guests); the timeout (go test's default is 10) leaves room

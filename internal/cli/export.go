@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
@@ -31,7 +32,7 @@ vni, vtep). In Wireshark: frame.comment == "drop_reason: IP_RPFILTER".`,
 			if out == "" {
 				return usageError{errors.New("export needs --pcapng OUT")}
 			}
-			s, closeAll, err := openStream(args)
+			s, closeAll, err := engine.OpenRecordings(args)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -36,24 +37,6 @@ func splitArgs(args []string) (files []string, expr string, err error) {
 		return nil, "", usageError{errors.New("name at least one recording")}
 	}
 	return files, "", nil
-}
-
-func openStream(files []string) (*trace.Stream, func(), error) {
-	var readers []*trace.Reader
-	closeAll := func() {
-		for _, r := range readers {
-			r.Close()
-		}
-	}
-	for _, f := range files {
-		r, err := trace.Open(f)
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		readers = append(readers, r)
-	}
-	return trace.NewStream(readers), closeAll, nil
 }
 
 // streamErr reports what cut a stream short, after its output.
@@ -105,42 +88,15 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			if err != nil {
 				return usageError{err}
 			}
-			s, closeAll, err := openStream(files)
+			s, closeAll, err := engine.OpenRecordings(files)
 			if err != nil {
 				return err
 			}
 			defer closeAll()
-			names := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace}
-			o := pipelineOptions{format: format, timelines: timelines, events: events, flowIdle: flowIdle, maxFlows: maxFlows, maxPackets: maxPackets, names: names}
-			if s.CountsLosses() {
-				// As the live run decided: a flow's completeness once its
-				// losses are counted, as the recording says they were.
-				o.losses = &flow.Losses{}
-				s.OnLoss(o.losses.Add)
-			}
-			p := newPipeline(o)
-			follow := filter.NewFollower(prog)
-			var first, last uint64
-			n := 0
-			for e := range readAhead(s) {
-				if first == 0 {
-					first = e.Time
-				}
-				last = e.Time
-				if follow.Follow(e, p.event) {
-					p.event(e)
-				}
-				if n%4096 == 0 {
-					p.tick(e.Time)
-				}
-				n++
-				if p.err != nil {
-					return p.err
-				}
-			}
-			p.finish(s.Lost(), s.Shed(), time.Duration(last-first))
-			if p.err != nil {
-				return p.err
+			o := engine.Options{Format: format, Timelines: timelines, Events: events, FlowIdle: flowIdle, MaxFlows: maxFlows, MaxPackets: maxPackets,
+				Colour: colourOn(os.Stdout)}
+			if err := engine.Replay(s, prog, o); err != nil {
+				return err
 			}
 			return streamErr(s)
 		},

@@ -1,5 +1,6 @@
-// Package cli is nettrace's command line: flag parsing, logging set-up and
-// the wiring of probes -> events -> output for each command.
+// Package cli is nettrace's command line: flag parsing, logging set-up, the
+// terminal, and for each command the assembly of probes, watchers and
+// recorders around the engine (internal/engine).
 package cli
 
 import (

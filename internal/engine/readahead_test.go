@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"bytes"
@@ -34,13 +34,13 @@ func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 
 func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 	path, want := recordIncidents(t, 40) // several batches and a partial one
-	s, closeAll, err := openStream([]string{path})
+	s, closeAll, err := OpenRecordings([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeAll()
 	n := 0
-	for e := range readAhead(s) {
+	for e := range ReadAhead(s) {
 		if n >= len(want) {
 			t.Fatalf("more than the %d events recorded", len(want))
 		}
@@ -64,12 +64,12 @@ func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 func TestReadAheadStopsWithTheLoop(t *testing.T) {
 	path, want := recordIncidents(t, 40)
 	for _, stopAt := range []int{0, readBatch - 1, readBatch, 3*readBatch + 7, len(want) - 1} {
-		s, closeAll, err := openStream([]string{path})
+		s, closeAll, err := OpenRecordings([]string{path})
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for range readAhead(s) {
+		for range ReadAhead(s) {
 			if n == stopAt {
 				break
 			}

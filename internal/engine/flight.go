@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"fmt"
@@ -12,22 +12,24 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
-// flightOptions say what a flight recorder keeps.
-type flightOptions struct {
-	dir           string
-	before, after time.Duration
-	keep          int
-	// span is how long events are held: a flow's events must still be
+// FlightOptions say what a flight recorder keeps.
+type FlightOptions struct {
+	// Dir is where windows are written; a finding's window is the events
+	// Before its flow began to After it ended; Keep bounds the files kept.
+	Dir           string
+	Before, After time.Duration
+	Keep          int
+	// Span is how long events are held: a flow's events must still be
 	// there when its finding comes, after it ended and went idle.
-	span time.Duration
-	// settle is how long a window waits, past its end, before it is
+	Span time.Duration
+	// Settle is how long a window waits, past its end, before it is
 	// written: a finding comes a flow timeout after its flow's end, and
 	// one whose window overlaps this one (its flow began up to `before`
 	// past this window's end) then joins it rather than making a file of
 	// its own.
-	settle time.Duration
-	// maxBytes bounds the memory the held events take.
-	maxBytes int
+	Settle time.Duration
+	// MaxBytes bounds the memory the held events take.
+	MaxBytes int
 }
 
 // flightFinding is a finding the pipeline reports, for the flight
@@ -50,14 +52,14 @@ type flightDump struct {
 	from, till uint64
 }
 
-// flightRecorder keeps the last events in memory and, when a finding
+// FlightRecorder keeps the last events in memory and, when a finding
 // comes, writes the window around its flow (from `before` ahead of its
 // first event to `after` past its last) to a file of its own named after
 // the finding, so that a run of days keeps each failure with its context
 // and nothing else. Findings whose windows overlap share one file. It runs
 // on the event goroutine; the files are written on another.
-type flightRecorder struct {
-	o     flightOptions
+type FlightRecorder struct {
+	o     FlightOptions
 	meta  trace.Meta
 	names trace.Names
 	// held are the events in the window from head on: the ones before
@@ -75,11 +77,11 @@ type flightRecorder struct {
 	scratch []byte
 }
 
-func newFlightRecorder(o flightOptions, meta trace.Meta, names trace.Names, problem func(error)) (*flightRecorder, error) {
-	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+func NewFlightRecorder(o FlightOptions, meta trace.Meta, names trace.Names, problem func(error)) (*FlightRecorder, error) {
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("flight recorder: %w", err)
 	}
-	f := &flightRecorder{o: o, meta: meta, names: names, found: make(chan flightFinding, 1024), writing: make(chan []string, 1),
+	f := &FlightRecorder{o: o, meta: meta, names: names, found: make(chan flightFinding, 1024), writing: make(chan []string, 1),
 		problem: problem, scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+256)}
 	f.writing <- nil
 	return f, nil
@@ -88,7 +90,7 @@ func newFlightRecorder(o flightOptions, meta trace.Meta, names trace.Names, prob
 // finding is told of a finding; safe from any goroutine. A finding that
 // does not fit the queue is a burst of them, whose windows overlap the
 // ones queued.
-func (f *flightRecorder) finding(x flightFinding) {
+func (f *FlightRecorder) finding(x flightFinding) {
 	select {
 	case f.found <- x:
 	default:
@@ -97,7 +99,7 @@ func (f *flightRecorder) finding(x flightFinding) {
 
 // event holds an event, and lets go of the oldest past the span or the
 // memory bound.
-func (f *flightRecorder) event(e *event.Event) {
+func (f *FlightRecorder) event(e *event.Event) {
 	need := event.RecordSize + event.MaxIPv6Block + len(e.Packet)
 	if len(f.scratch) < need {
 		f.scratch = make([]byte, need)
@@ -105,7 +107,7 @@ func (f *flightRecorder) event(e *event.Event) {
 	n := event.Encode(e, f.scratch)
 	f.held = append(f.held, heldEvent{time: e.Time, rec: append([]byte(nil), f.scratch[:n]...)})
 	f.heldSize += n
-	for f.head < len(f.held) && (f.held[f.head].time+uint64(f.o.span) < e.Time || f.heldSize > f.o.maxBytes) {
+	for f.head < len(f.held) && (f.held[f.head].time+uint64(f.o.Span) < e.Time || f.heldSize > f.o.MaxBytes) {
 		f.heldSize -= len(f.held[f.head].rec)
 		f.held[f.head] = heldEvent{}
 		f.head++
@@ -116,11 +118,11 @@ func (f *flightRecorder) event(e *event.Event) {
 	}
 }
 
-func (f *flightRecorder) ruleset(s ruleset.Snapshot) { f.rulesets = append(f.rulesets, s) }
+func (f *FlightRecorder) ruleset(s ruleset.Snapshot) { f.rulesets = append(f.rulesets, s) }
 
 // tick takes the findings, and writes the windows whose end has passed
 // (now is the newest event time; final: the run ends, write them all).
-func (f *flightRecorder) tick(now uint64, final bool) {
+func (f *FlightRecorder) tick(now uint64, final bool) {
 	for more := true; more; {
 		select {
 		case x := <-f.found:
@@ -129,7 +131,7 @@ func (f *flightRecorder) tick(now uint64, final bool) {
 			more = false
 		}
 	}
-	for len(f.pending) > 0 && (final || f.pending[0].till+uint64(f.o.settle) <= now) {
+	for len(f.pending) > 0 && (final || f.pending[0].till+uint64(f.o.Settle) <= now) {
 		f.dump(f.pending[0])
 		f.pending = f.pending[1:]
 	}
@@ -137,7 +139,7 @@ func (f *flightRecorder) tick(now uint64, final bool) {
 
 // close writes the windows still open and waits for the files; it
 // returns the files kept.
-func (f *flightRecorder) close() []string {
+func (f *FlightRecorder) close() []string {
 	f.tick(0, true)
 	files := <-f.writing
 	f.writing <- files
@@ -145,8 +147,8 @@ func (f *flightRecorder) close() []string {
 }
 
 // add opens a window for a finding, or widens the one it overlaps.
-func (f *flightRecorder) add(x flightFinding) {
-	from, till := x.start-min(x.start, uint64(f.o.before)), x.end+uint64(f.o.after)
+func (f *FlightRecorder) add(x flightFinding) {
+	from, till := x.start-min(x.start, uint64(f.o.Before)), x.end+uint64(f.o.After)
 	for i := range f.pending {
 		if p := &f.pending[i]; from <= p.till && till >= p.from {
 			p.from, p.till = min(p.from, from), max(p.till, till)
@@ -157,7 +159,7 @@ func (f *flightRecorder) add(x flightFinding) {
 }
 
 // dump hands a window's events to the writing goroutine.
-func (f *flightRecorder) dump(d flightDump) {
+func (f *FlightRecorder) dump(d flightDump) {
 	var evs [][]byte
 	for _, h := range f.held[f.head:] {
 		if h.time >= d.from && h.time <= d.till {
@@ -172,7 +174,7 @@ func (f *flightRecorder) dump(d flightDump) {
 	}
 	at := f.meta.Wall(d.first.start)
 	name := fmt.Sprintf("%s-%s-flow%d.ntrace", d.first.rule, at.Format("20060102-150405.000"), d.first.flow)
-	path := filepath.Join(f.o.dir, strings.ReplaceAll(name, "/", "-"))
+	path := filepath.Join(f.o.Dir, strings.ReplaceAll(name, "/", "-"))
 	files := <-f.writing
 	go func() {
 		if err := f.write(path, evs, rs); err != nil {
@@ -180,7 +182,7 @@ func (f *flightRecorder) dump(d flightDump) {
 			f.problem(err)
 		} else {
 			files = append(files, path)
-			for f.o.keep > 0 && len(files) > f.o.keep {
+			for f.o.Keep > 0 && len(files) > f.o.Keep {
 				os.Remove(files[0])
 				files = files[1:]
 			}
@@ -189,7 +191,7 @@ func (f *flightRecorder) dump(d flightDump) {
 	}()
 }
 
-func (f *flightRecorder) write(path string, evs [][]byte, rs []ruleset.Snapshot) error {
+func (f *FlightRecorder) write(path string, evs [][]byte, rs []ruleset.Snapshot) error {
 	w, err := trace.Create(path, f.meta, f.names)
 	if err != nil {
 		return err

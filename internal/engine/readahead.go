@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"io"
@@ -23,11 +23,11 @@ type eventBatch struct {
 	last    bool // the stream ended after these
 }
 
-// readAhead yields the events of a stream in order, read and decoded on
+// ReadAhead yields the events of a stream in order, read and decoded on
 // another goroutine. An event is valid until the loop body returns. Once
 // the loop is over, the stream is the caller's again (its reader has
 // stopped).
-func readAhead(s *trace.Stream) iter.Seq[*event.Event] {
+func ReadAhead(s *trace.Stream) iter.Seq[*event.Event] {
 	return func(yield func(*event.Event) bool) {
 		full, free := make(chan *eventBatch, readBatches), make(chan *eventBatch, readBatches)
 		for range readBatches {

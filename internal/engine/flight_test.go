@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"errors"
@@ -51,24 +51,24 @@ func TestFlightRecorder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
-			o := flightOptions{dir: dir, before: time.Second, after: time.Second, keep: tc.keep,
-				settle: 5 * time.Second, span: 2 * time.Minute, maxBytes: 64 << 20}
+			o := FlightOptions{Dir: dir, Before: time.Second, After: time.Second, Keep: tc.keep,
+				Settle: 5 * time.Second, Span: 2 * time.Minute, MaxBytes: 64 << 20}
 			var problem error
-			f, err := newFlightRecorder(o, trace.Meta{Nettrace: "test", DropReasons: fixture.ReasonNames}, names, func(err error) { problem = err })
+			f, err := NewFlightRecorder(o, trace.Meta{Nettrace: "test", DropReasons: fixture.ReasonNames}, names, func(err error) { problem = err })
 			if err != nil {
 				t.Fatal(err)
 			}
 			// JSON with its events explains each flow as it ends, in
 			// order with the events: findings come at their time.
-			p := newPipeline(pipelineOptions{format: "json", stdout: io.Discard, names: names, flight: f})
+			p := New(Options{Format: "json", Stdout: io.Discard, Names: names, Flight: f})
 			events := stream(tc.faulty...)
 			for i := range events {
-				p.event(&events[i])
+				p.Event(&events[i])
 				if i%8 == 0 {
-					p.tick(events[i].Time)
+					p.Tick(events[i].Time)
 				}
 			}
-			p.finish(nil, nil, 0)
+			p.Finish(nil, nil, 0)
 			if problem != nil {
 				t.Fatal(problem)
 			}

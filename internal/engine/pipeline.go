@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,23 +16,22 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
-	"github.com/spf13/pflag"
 )
 
-// pipeline is what watch, record and replay share: each event is counted,
+// Pipeline is what watch, record and replay share: each event is counted,
 // recorded, shown and correlated; each finished flow is explained and
 // shown. Unless events are shown as they come (their lines and the flows'
 // blocks must keep their order), flows are explained and rendered on
 // goroutines of their own, one per core, and written in the order they
 // ended by another: correlation keeps a core to itself, and a recording
 // whose flows all end at once (at its end) is explained on every core.
-type pipeline struct {
+type Pipeline struct {
 	w          output.Writer // nil: nothing on stdout (record)
 	jw         *jsonLines
 	names      output.Names
 	corr       *flow.Correlator
 	rec        *trace.Recorder
-	flight     *flightRecorder
+	flight     *FlightRecorder
 	flightKept []string // the flight recorder's files, at the end
 	showEvents bool
 	limit      uint64
@@ -86,7 +84,7 @@ type pipeline struct {
 const outBuffer = 256 << 10
 
 // flushOut hands the output held so far to stdout.
-func (p *pipeline) flushOut() {
+func (p *Pipeline) flushOut() {
 	if p.buffered != nil {
 		p.fail(p.buffered.Flush())
 	}
@@ -130,31 +128,32 @@ func (p pool[T]) put(v T) {
 	}
 }
 
-type pipelineOptions struct {
-	format     string // text, json or none
-	timelines  output.Timelines
-	events     bool
-	limit      uint64
-	flowIdle   time.Duration
-	maxFlows   int
-	maxPackets int
-	names      output.Names
-	recorder   *trace.Recorder
-	flight     *flightRecorder
-	stdout     io.Writer // where flows and events go; os.Stdout if nil
-	// status, when watch shows one on the terminal, is erased before each
-	// write to stdout.
-	status *statusLine
-	// rulesets receives the namespaces' rulesets (addRuleset), which the
+// Options say what a pipeline does with the events it is given.
+type Options struct {
+	Format     string // text, json or none
+	Timelines  output.Timelines
+	Events     bool // text: also show every event as it comes
+	Limit      uint64
+	FlowIdle   time.Duration
+	MaxFlows   int
+	MaxPackets int
+	Names      output.Names
+	Recorder   *trace.Recorder
+	Flight     *FlightRecorder
+	// Stdout is where flows and events go (os.Stdout if nil), and Colour
+	// whether text is coloured there.
+	Stdout io.Writer
+	Colour bool
+	// Rulesets receives the namespaces' rulesets (AddRuleset), which the
 	// names then give to the findings; nil when none are read.
-	rulesets    *ruleset.History
-	ruleChanges <-chan ruleset.Snapshot
-	// ruleTraces are the trace steps to record; rulesChanged is told of
+	Rulesets    *ruleset.History
+	RuleChanges <-chan ruleset.Snapshot
+	// RuleTraces are the trace steps to record; RulesChanged is told of
 	// each namespace whose ruleset changed (rule positions move).
-	ruleTraces   <-chan ruleset.Trace
-	rulesChanged func(netns uint32)
-	// losses, when the run counts its losses, mark incomplete flows.
-	losses *flow.Losses
+	RuleTraces   <-chan ruleset.Trace
+	RulesChanged func(netns uint32)
+	// Losses, when the run counts its losses, mark incomplete flows.
+	Losses *flow.Losses
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -166,40 +165,39 @@ const endedBacklog = 256
 // must not hold its buffer for the rest of the run.
 const maxKeptText = 64 << 10
 
-func newPipeline(o pipelineOptions) *pipeline {
-	p := &pipeline{names: o.names, rec: o.recorder, flight: o.flight, showEvents: o.events, limit: o.limit,
-		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.stdout, rulesets: o.rulesets, ruleChanges: o.ruleChanges,
-		ruleTraces: o.ruleTraces, rulesChanged: o.rulesChanged, losses: o.losses}
+// New starts a pipeline: with deferred flows (events not shown as they
+// come), its explaining and writing goroutines, which Finish ends.
+func New(o Options) *Pipeline {
+	p := &Pipeline{names: o.Names, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
+		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
+		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, losses: o.Losses}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
-	if o.status != nil {
-		p.out = statusGuard{p.out, o.status}
-	}
 	var text *output.Text
 	out := p.out
-	if o.format == "text" && o.events {
+	if o.Format == "text" && o.Events {
 		// Events are written as they come, one to a few hundred bytes each:
 		// a write each would make the reader wait on stdout's reader. They
 		// reach it within a tick (flushOut).
 		p.buffered = bufio.NewWriterSize(p.out, outBuffer)
 		out = p.buffered
 	}
-	switch o.format {
+	switch o.Format {
 	case "json":
-		p.jw = newJSONLines(out, o.names)
+		p.jw = newJSONLines(out, o.Names)
 		p.w, p.showEvents = p.jw, true
 	case "text":
-		text = output.NewText(out, o.names)
-		text.Colour = o.stdout == nil && colourOn(os.Stdout)
-		text.Timelines = o.timelines
-		if o.timelines == output.TimelinesBrief {
+		text = output.NewText(out, o.Names)
+		text.Colour = o.Colour
+		text.Timelines = o.Timelines
+		if o.Timelines == output.TimelinesBrief {
 			p.brief = &briefLines{}
 		}
 		p.w = text
 	}
 	deferred := !p.showEvents
-	p.corr = flow.New(flow.Config{Idle: o.flowIdle, MaxFlows: o.maxFlows, MaxPackets: o.maxPackets, Deferred: deferred})
+	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred})
 	if deferred {
 		workers := runtime.GOMAXPROCS(0)
 		p.ended, p.rendered = make(chan endedFlow, endedBacklog), make(chan renderedFlow, endedBacklog)
@@ -222,17 +220,18 @@ func newPipeline(o pipelineOptions) *pipeline {
 	return p
 }
 
-func (p *pipeline) fail(err error) {
+func (p *Pipeline) fail(err error) {
 	if err != nil && p.err == nil {
 		p.err = err
 	}
 }
 
-// full says whether the event limit is reached.
-func (p *pipeline) full() bool { return p.limit > 0 && p.total >= p.limit }
+// Full says whether the event limit is reached.
+func (p *Pipeline) Full() bool { return p.limit > 0 && p.total >= p.limit }
 
-func (p *pipeline) event(e *event.Event) {
-	if p.full() {
+// Event counts, records, shows and correlates one event.
+func (p *Pipeline) Event(e *event.Event) {
+	if p.Full() {
 		return
 	}
 	p.counts[e.Point]++
@@ -252,7 +251,7 @@ func (p *pipeline) event(e *event.Event) {
 // flowDone takes a finished flow from the correlator. While a loss that
 // could have touched it may still be uncounted, it waits (in order, behind
 // any flow already waiting).
-func (p *pipeline) flowDone(f *flow.Flow) {
+func (p *Pipeline) flowDone(f *flow.Flow) {
 	if p.losses != nil && (len(p.unsure) > 0 || !p.losses.Known(f.Ended)) {
 		if p.ended == nil {
 			f = f.Clone() // explained in place, its memory is the correlator's again after the call
@@ -264,7 +263,7 @@ func (p *pipeline) flowDone(f *flow.Flow) {
 }
 
 // releaseKnown passes on the waiting flows whose losses are all counted.
-func (p *pipeline) releaseKnown() {
+func (p *Pipeline) releaseKnown() {
 	n := 0
 	for ; n < len(p.unsure) && p.losses.Known(p.unsure[n].Ended); n++ {
 		p.deliver(p.unsure[n])
@@ -273,11 +272,11 @@ func (p *pipeline) releaseKnown() {
 	p.unsure = append(p.unsure[:0], p.unsure[n:]...)
 }
 
-// lossesCounted takes a count of the kernel's losses: the window's, and
+// LossesCounted takes a count of the kernel's losses: the window's, and
 // that every loss before through is counted. The recording keeps it when
 // records were lost, and at least once a second otherwise, so that replay
 // knows as much.
-func (p *pipeline) lossesCounted(win event.LossWindow, through uint64) {
+func (p *Pipeline) LossesCounted(win event.LossWindow, through uint64) {
 	p.losses.Add(win, through)
 	if p.rec != nil && (win.N > 0 || time.Since(p.lossesRecorded) >= time.Second) {
 		p.rec.Losses(win, through)
@@ -288,7 +287,7 @@ func (p *pipeline) lossesCounted(win event.LossWindow, through uint64) {
 
 // deliver has a finished flow explained and shown, marked incomplete if
 // records were lost around it.
-func (p *pipeline) deliver(f *flow.Flow) {
+func (p *Pipeline) deliver(f *flow.Flow) {
 	if p.losses != nil && len(f.Packets) > 0 {
 		if f.LostAround = p.losses.Around(f); f.LostAround > 0 {
 			p.incomplete++
@@ -304,7 +303,7 @@ func (p *pipeline) deliver(f *flow.Flow) {
 
 // renderEnded decodes, explains and renders (with text, unless nil) the
 // flows the correlator hands over, and gives them back.
-func (p *pipeline) renderEnded(text *output.Text) {
+func (p *Pipeline) renderEnded(text *output.Text) {
 	for x := range p.ended {
 		room := x.f.Decode(p.rooms.get())
 		r := renderedFlow{n: x.n, id: x.f.ID, start: x.f.Start, end: x.f.End}
@@ -323,13 +322,13 @@ func (p *pipeline) renderEnded(text *output.Text) {
 
 // writeRendered counts the findings and writes the rendered flows in the
 // order they ended.
-func (p *pipeline) writeRendered() {
+func (p *Pipeline) writeRendered() {
 	defer close(p.shown)
 	inOrder(p.rendered, func(r renderedFlow) uint64 { return r.n }, p.writeFlow)
 }
 
 // writeFlow counts a rendered flow's finding and writes its text.
-func (p *pipeline) writeFlow(y renderedFlow) {
+func (p *Pipeline) writeFlow(y renderedFlow) {
 	if y.rule != "" {
 		p.findings[y.rule]++
 		p.found.Add(1)
@@ -368,7 +367,7 @@ func inOrder[T any](in <-chan T, number func(T) uint64, each func(T)) {
 	}
 }
 
-func (p *pipeline) write(b []byte) {
+func (p *Pipeline) write(b []byte) {
 	if len(b) == 0 {
 		return
 	}
@@ -377,39 +376,12 @@ func (p *pipeline) write(b []byte) {
 	}
 }
 
-// statusGuard writes to a terminal the status line is also on.
-type statusGuard struct {
-	w      io.Writer
-	status *statusLine
-}
-
-func (g statusGuard) Write(b []byte) (n int, err error) {
-	g.status.around(func() { n, err = g.w.Write(b) })
-	return n, err
-}
-
-// timelinesValue is the --timelines flag of the commands that show flows.
-type timelinesValue struct{ t *output.Timelines }
-
-func (v timelinesValue) String() string { return v.t.String() }
-func (v timelinesValue) Type() string   { return "brief|findings|all" }
-func (v timelinesValue) Set(s string) (err error) {
-	*v.t, err = output.ParseTimelines(s)
-	return err
-}
-
-// timelinesFlag adds --timelines to a command's flags.
-func timelinesFlag(fl *pflag.FlagSet, t *output.Timelines) {
-	fl.Var(timelinesValue{t}, "timelines", "text: flows without a finding shown as one line each, at most "+
-		strconv.Itoa(briefLinesPerSecond)+" a second, the rest counted (brief); not at all (findings); or whole, as flows with one (all)")
-}
-
-// briefLinesPerSecond is about as many lines a second as a reader can
+// BriefLinesPerSecond is about as many lines a second as a reader can
 // follow.
-const briefLinesPerSecond = 20
+const BriefLinesPerSecond = 20
 
 // briefLines bounds the one-line healthy flows written a second: past
-// briefLinesPerSecond they are counted, and the count is written when
+// BriefLinesPerSecond they are counted, and the count is written when
 // the second is over (or before a finding, or at the end).
 type briefLines struct {
 	second  time.Time
@@ -436,7 +408,7 @@ func (l *briefLines) held(now time.Time, flush bool) []byte {
 
 // allow says whether a healthy flow's line is written, counting it if not.
 func (l *briefLines) allow() bool {
-	if l.written < briefLinesPerSecond {
+	if l.written < BriefLinesPerSecond {
 		l.written++
 		return true
 	}
@@ -445,7 +417,7 @@ func (l *briefLines) allow() bool {
 }
 
 // explain explains a finished flow.
-func (p *pipeline) explain(f *flow.Flow) *explain.Finding {
+func (p *Pipeline) explain(f *flow.Flow) *explain.Finding {
 	if len(f.Packets) == 0 {
 		return nil
 	}
@@ -454,7 +426,7 @@ func (p *pipeline) explain(f *flow.Flow) *explain.Finding {
 
 // show counts a finished flow's finding and writes the flow. A flow of
 // socket events alone (no packet seen) has nothing to show.
-func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
+func (p *Pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	if fd != nil {
 		p.findings[fd.Rule]++
 		p.found.Add(1)
@@ -468,9 +440,9 @@ func (p *pipeline) show(f *flow.Flow, fd *explain.Finding) error {
 	return p.w.Flow(f, fd)
 }
 
-// addRuleset keeps a namespace's ruleset for the findings, and in the
+// AddRuleset keeps a namespace's ruleset for the findings, and in the
 // recording.
-func (p *pipeline) addRuleset(s ruleset.Snapshot) {
+func (p *Pipeline) AddRuleset(s ruleset.Snapshot) {
 	if p.rulesets == nil {
 		return
 	}
@@ -487,7 +459,7 @@ func (p *pipeline) addRuleset(s ruleset.Snapshot) {
 }
 
 // recordRuleTraces writes the trace steps read since the last tick.
-func (p *pipeline) recordRuleTraces() {
+func (p *Pipeline) recordRuleTraces() {
 	for {
 		select {
 		case t := <-p.ruleTraces:
@@ -498,13 +470,13 @@ func (p *pipeline) recordRuleTraces() {
 	}
 }
 
-// tick takes the rulesets that changed, ends the flows idle at kernel time
+// Tick takes the rulesets that changed, ends the flows idle at kernel time
 // now and pushes the recording to disk.
-func (p *pipeline) tick(now uint64) {
+func (p *Pipeline) Tick(now uint64) {
 	for more := true; more; {
 		select {
 		case s := <-p.ruleChanges:
-			p.addRuleset(s)
+			p.AddRuleset(s)
 		default:
 			more = false
 		}
@@ -525,9 +497,9 @@ func (p *pipeline) tick(now uint64) {
 	}
 }
 
-// finish ends every flow and writes the summary: on stderr, and as the
+// Finish ends every flow and writes the summary: on stderr, and as the
 // last JSON object.
-func (p *pipeline) finish(lost, shed map[event.Point]uint64, d time.Duration) output.Summary {
+func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) output.Summary {
 	if p.rec != nil {
 		p.recordRuleTraces()
 	}
@@ -561,6 +533,28 @@ func (p *pipeline) finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	return sum
 }
 
+// Err is the first error writing the output or the recording.
+func (p *Pipeline) Err() error { return p.err }
+
+// Counts are the events taken so far, per point.
+func (p *Pipeline) Counts() map[event.Point]uint64 { return p.counts }
+
+// FlightKept are the flight recorder's files, once finished.
+func (p *Pipeline) FlightKept() []string { return p.flightKept }
+
+// Progress is what a status line shows of a running pipeline.
+type Progress struct {
+	Events   uint64 // taken so far
+	Open     int    // flows open
+	Findings uint64 // so far
+}
+
+// Progress says how far the pipeline is, asked on the goroutine that gives
+// it events.
+func (p *Pipeline) Progress() Progress {
+	return Progress{Events: p.total, Open: p.corr.Stats().Active, Findings: p.found.Load()}
+}
+
 type jsonSummary struct {
 	Type       string            `json:"type"`
 	DurationMS int64             `json:"duration_ms"`
@@ -584,12 +578,13 @@ type jsonSummary struct {
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
-	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: pointNames(s.Events),
-		Lost: pointNames(s.Lost), Shed: pointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
+	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: PointNames(s.Events),
+		Lost: PointNames(s.Lost), Shed: PointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
 		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Incomplete: s.Incomplete, Findings: s.Findings}
 }
 
-func pointNames(m map[event.Point]uint64) map[string]uint64 {
+// PointNames keys per-point counts by the points' names, every point present.
+func PointNames(m map[event.Point]uint64) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, p := range event.Points {
 		out[p.String()] = m[p]

@@ -1,4 +1,4 @@
-package cli
+package engine
 
 import (
 	"bytes"
@@ -69,17 +69,17 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 	c.Flush(show)
 
 	var got bytes.Buffer
-	p := newPipeline(pipelineOptions{format: "text", timelines: output.TimelinesAll, names: names, stdout: &got})
+	p := New(Options{Format: "text", Timelines: output.TimelinesAll, Names: names, Stdout: &got})
 	if p.ended == nil {
 		t.Fatal("text flows without events are not shown on their own goroutines")
 	}
 	for i := range events {
-		p.event(&events[i])
+		p.Event(&events[i])
 		if i%tickEvery == 0 {
-			p.tick(events[i].Time)
+			p.Tick(events[i].Time)
 		}
 	}
-	sum := p.finish(nil, nil, 0)
+	sum := p.Finish(nil, nil, 0)
 	if p.err != nil {
 		t.Fatal(p.err)
 	}
@@ -109,7 +109,7 @@ func firstDiff(a, b []byte) int {
 }
 
 // With brief timelines, a flow with a finding is shown whole and the
-// healthy ones as one line each, at most briefLinesPerSecond a second:
+// healthy ones as one line each, at most BriefLinesPerSecond a second:
 // the rest are counted in a line of their own, and nothing is lost from
 // the count. With findings, healthy flows are not shown at all.
 func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
@@ -130,16 +130,16 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 		timelines output.Timelines
 		shown     int // healthy flows shown
 	}{
-		{output.TimelinesBrief, briefLinesPerSecond},
+		{output.TimelinesBrief, BriefLinesPerSecond},
 		{output.TimelinesFindings, 0},
 	} {
 		t.Run(tc.timelines.String(), func(t *testing.T) {
 			var got bytes.Buffer
-			p := newPipeline(pipelineOptions{format: "text", timelines: tc.timelines, names: names, stdout: &got})
+			p := New(Options{Format: "text", Timelines: tc.timelines, Names: names, Stdout: &got})
 			for i := range events {
-				p.event(&events[i])
+				p.Event(&events[i])
 			}
-			sum := p.finish(nil, nil, 0)
+			sum := p.Finish(nil, nil, 0)
 			if p.err != nil {
 				t.Fatal(p.err)
 			}
@@ -205,7 +205,7 @@ func TestLossesMarkTheFlowsTheyTouch(t *testing.T) {
 	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
 	for _, format := range []string{"json", "text"} {
 		var out bytes.Buffer
-		p := newPipeline(pipelineOptions{format: format, timelines: output.TimelinesAll, names: names, stdout: &out, losses: &flow.Losses{}})
+		p := New(Options{Format: format, Timelines: output.TimelinesAll, Names: names, Stdout: &out, Losses: &flow.Losses{}})
 		// The live loop's counts: every tick (100 ms), through a little
 		// before the tick.
 		const tick = 100_000_000
@@ -215,20 +215,20 @@ func TestLossesMarkTheFlowsTheyTouch(t *testing.T) {
 			if counted < lossAt && lossAt <= at {
 				win.N = 9
 			}
-			p.lossesCounted(win, at-1)
+			p.LossesCounted(win, at-1)
 			counted = at - 1
-			p.tick(at)
+			p.Tick(at)
 		}
 		for i := range events {
 			for now+tick < events[i].Time {
 				now += tick
 				count(now)
 			}
-			p.event(&events[i])
+			p.Event(&events[i])
 			now = max(now, events[i].Time)
 		}
 		count(now + 1)
-		sum := p.finish(nil, nil, 0)
+		sum := p.Finish(nil, nil, 0)
 		if p.err != nil {
 			t.Fatal(p.err)
 		}

@@ -1,0 +1,397 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nettrace-dev/nettrace/internal/engine"
+	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/internal/probe"
+	"github.com/nettrace-dev/nettrace/internal/ruletrace"
+	"github.com/nettrace-dev/nettrace/internal/rulewatch"
+	"github.com/nettrace-dev/nettrace/internal/synwatch"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/filter"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
+)
+
+// capture is what watch and record assemble around the engine: the
+// tracer, the watchers of namespaces and rules, the recorders, the
+// terminal. Each part that starts adds its stop to closers.
+type capture struct {
+	log      zerolog.Logger
+	f        watchFlags
+	expr     string
+	prog     *filter.Program
+	targets  []netns.Target
+	tr       *probe.Tracer
+	meta     trace.Meta
+	names    output.Names
+	rulesets ruleset.History
+	rec      *trace.Recorder
+	flight   *engine.FlightRecorder
+	// syn is the user-space part of the syn point; synJudges when it is
+	// the point's method (it judges SYNs itself).
+	syn       *synwatch.Watcher
+	synJudges bool
+	rules     *rulewatch.Watcher
+	first     []ruleset.Snapshot // the rulesets when watching began
+	tracer    *ruletrace.Tracer
+	// ruleTraces are the rule traces read (--rules); traced carries them
+	// to the recording to the recording; unrecorded counts those it had no room for.
+	ruleTraces   ruleset.Traces
+	traced       chan ruleset.Trace
+	unrecorded   atomic.Uint64
+	rulesChanged func(uint32)
+	status       *statusLine
+	closers      []func()
+}
+
+func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool) error {
+	prog, forced, err := f.check(expr)
+	if err != nil {
+		return err
+	}
+	if err := requireRoot("nettrace"); err != nil {
+		return err
+	}
+	targets, err := netns.Resolve(f.netns)
+	if err != nil {
+		return err
+	}
+	c := &capture{log: log, f: f, expr: expr, prog: prog, targets: targets}
+	defer c.close()
+	restrict := explicitNetns && !containsString(f.netns, "all")
+	if err := c.attach(forced, restrict); err != nil {
+		return err
+	}
+	if err := c.startRecorders(); err != nil {
+		return err
+	}
+	c.startWatchers()
+	// A status line only where a person watches: stderr a terminal.
+	if isTerminal(os.Stderr) {
+		c.status = &statusLine{w: os.Stderr}
+	}
+	p := c.pipeline()
+	run := c.loop(p, !explicitNetns)
+	// Signals are taken before anyone is told nettrace is ready: an
+	// interrupt from then on stops it cleanly.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	run.Stop = sig
+	if f.readyFile != "" {
+		if err := os.WriteFile(f.readyFile, []byte("ready\n"), 0o644); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+		defer os.Remove(f.readyFile)
+	}
+	start := time.Now()
+	err = run.Run()
+	if c.status != nil {
+		c.status.clear()
+	}
+	run.CountLosses()
+	c.finish(p, time.Since(start))
+	if err == nil {
+		err = p.Err()
+	}
+	return err
+}
+
+// check validates the flags that need no privilege, and compiles the
+// filter and the forced methods.
+func (f watchFlags) check(expr string) (*filter.Program, map[string]probe.Method, error) {
+	if f.format != "text" && f.format != "json" && f.format != "none" {
+		return nil, nil, usageError{fmt.Errorf("-o %q: want text or json", f.format)}
+	}
+	if f.fileSize > 0 && f.write == "" {
+		return nil, nil, usageError{errors.New("--file-size splits a recording: it needs -w FILE")}
+	}
+	if f.files > 0 && f.fileSize == 0 {
+		return nil, nil, usageError{errors.New("--files keeps the newest files of a split recording: it needs --file-size")}
+	}
+	if f.snapLen > probe.MaxSnapLen {
+		return nil, nil, usageError{fmt.Errorf("--snaplen %d: at most %d", f.snapLen, probe.MaxSnapLen)}
+	}
+	if f.ringSize < 4096 || f.ringSize&(f.ringSize-1) != 0 {
+		return nil, nil, usageError{fmt.Errorf("--ring-size %d: want a power of two of at least 4096", f.ringSize)}
+	}
+	prog, err := filter.Compile(expr)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	forced, err := parseMethods(f.methods)
+	if err != nil {
+		return nil, nil, err
+	}
+	return prog, forced, nil
+}
+
+// close stops what started, last first.
+func (c *capture) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+}
+
+// attach loads and attaches the probes, says which points are unavailable
+// and why, and sets what recordings and names need of the kernel.
+func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
+	log, f := c.log, c.f
+	facts := kernel.Probe(func(what, where string) { log.Info().Str("fs", what).Str("at", where).Msg("mounted") })
+	syms, err := kernel.LoadSymbols()
+	if err != nil {
+		return err
+	}
+	reasons, err := kernel.DropReasons()
+	if err != nil {
+		log.Warn().Err(err).Msg("drop reasons will be shown as numbers")
+	}
+	c.tr, err = probe.Open(probe.Options{
+		Filter: c.prog, Namespaces: c.targets, RestrictNetns: restrict, RingBytes: f.ringSize, Methods: forced, Log: log, SnapLen: f.snapLen, AllPackets: f.all,
+	}, facts, syms)
+	if err != nil {
+		return err
+	}
+	c.closers = append(c.closers, func() { c.tr.Close() })
+	for _, s := range c.tr.Statuses() {
+		if s.Active() {
+			log.Debug().Str("point", s.Point).Str("method", string(s.Method)).Str("target", s.Target).Msg("attached")
+			continue
+		}
+		var why []string
+		for _, a := range s.Skipped {
+			why = append(why, strings.TrimPrefix(fmt.Sprintf("%s: %s", a.Method, a.Reason), ": "))
+		}
+		log.Warn().Str("point", s.Point).Msg("unavailable: " + strings.Join(why, "; "))
+	}
+	log.Info().Int("namespaces", len(c.targets)).Str("filter", c.expr).Dur("attach", c.tr.AttachTime).Msg("watching")
+	host, _ := os.Hostname()
+	c.meta = trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: recordedKernel(facts), Points: recordedPoints(c.tr.Statuses()),
+		Filter: c.expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
+	c.names = output.Names{
+		DropReason: func(r uint32) string { return reasons[r] },
+		Symbol:     syms.Name,
+		Netns:      netns.NewNamer(c.targets).Name,
+		Wall:       c.meta.Wall,
+		Rulesets:   c.rulesets.At,
+	}
+	if f.rules {
+		c.names.RuleTraces = c.ruleTraces.Pass
+	}
+	return nil
+}
+
+// startRecorders opens the recording (-w) and the flight recorder.
+func (c *capture) startRecorders() error {
+	f, log := c.f, c.log
+	if f.write != "" {
+		problem := func(err error, resumed bool) {
+			if resumed {
+				log.Warn().Str("file", f.write).Msg("recording resumed: there is room on the disk again")
+				return
+			}
+			log.Error().Err(err).Str("file", f.write).Msg("recording paused: what is recorded so far is kept and replays; tracing goes on, and the events not written are counted until the disk has room")
+		}
+		opts := trace.RecordOptions{FileBytes: int64(f.fileSize), Files: f.files, Problem: problem}
+		recorded := c.meta
+		recorded.LossMarks = true // the pipeline records its counts of losses
+		rec, err := trace.NewRecorder(f.write, recorded, c.names, opts)
+		if err != nil {
+			return err
+		}
+		c.rec = rec
+	}
+	if f.flight.Dir != "" {
+		o := f.flight
+		// A finding comes after its flow went idle: its events must be
+		// held that long past the window, and then some for long flows.
+		o.Span, o.MaxBytes = o.Before+o.After+f.flowIdle+time.Minute, flightMemory
+		o.Settle = o.Before + f.flowIdle + time.Second
+		flight, err := engine.NewFlightRecorder(o, c.meta, c.names, func(err error) {
+			log.Error().Err(err).Str("dir", o.Dir).Msg("flight recorder: a finding's window not written")
+		})
+		if err != nil {
+			return err
+		}
+		c.flight = flight
+	}
+	return nil
+}
+
+// startWatchers starts the user-space parts: the syn point's (the whole
+// method where the kernel offers nothing better, the queue numbers of the
+// tracepoint method's unknown listeners otherwise), the namespaces'
+// rulesets (so that findings name their rules) and, with --rules, the
+// rules each selected packet goes through as the kernel traces them.
+func (c *capture) startWatchers() {
+	log := c.log
+	synMethod := c.tr.Status("syn").Method
+	if synMethod == probe.MethodUser || synMethod == probe.MethodTpBTF {
+		c.syn = synwatch.New(c.targets)
+		c.synJudges = synMethod == probe.MethodUser
+	}
+	rules, first, err := rulewatch.Start(c.targets, func(err error) { log.Warn().Err(err).Msg("rules of a namespace not named") })
+	if err != nil {
+		log.Warn().Err(err).Msg("rules not named")
+	} else {
+		c.rules, c.first = rules, first
+		c.closers = append(c.closers, func() { rules.Close() })
+	}
+	if !c.f.rules {
+		return
+	}
+	if c.rec != nil {
+		c.traced = make(chan ruleset.Trace, tracedBacklog)
+	}
+	tracer, err := ruletrace.Start(c.targets, c.prog, func(t ruleset.Trace) {
+		c.ruleTraces.Add(t)
+		if c.traced != nil {
+			select {
+			case c.traced <- t:
+			default:
+				c.unrecorded.Add(1)
+			}
+		}
+	}, func(err error) { log.Warn().Err(err).Msg("rules named from the ruleset only") })
+	if err != nil {
+		log.Warn().Err(err).Msg("rules named from the ruleset only")
+		return
+	}
+	c.tracer, c.rulesChanged = tracer, tracer.Invalidate
+	c.closers = append(c.closers, func() { tracer.Close() })
+}
+
+// pipeline makes the engine's pipeline for this run, with the rulesets
+// read when watching began.
+func (c *capture) pipeline() *engine.Pipeline {
+	f := c.f
+	out, colour := io.Writer(os.Stdout), colourOn(os.Stdout)
+	if c.status != nil {
+		out = statusGuard{os.Stdout, c.status}
+	}
+	o := engine.Options{Format: f.format, Timelines: f.timelines, Events: f.events, Limit: f.count, FlowIdle: f.flowIdle,
+		MaxFlows: f.maxFlows, MaxPackets: f.maxPkts, Names: c.names, Recorder: c.rec, Flight: c.flight, Stdout: out, Colour: colour,
+		Rulesets: &c.rulesets, RuleTraces: c.traced, RulesChanged: c.rulesChanged, Losses: &flow.Losses{}}
+	if c.rules != nil {
+		o.RuleChanges = c.rules.Changes()
+	}
+	p := engine.New(o)
+	for _, s := range c.first {
+		p.AddRuleset(s)
+	}
+	return p
+}
+
+// loop assembles the read loop: the tracer as its source, the syn
+// watcher as completer (and judge), the status line, and with rescan a
+// look for new namespaces, which every part then watches.
+func (c *capture) loop(p *engine.Pipeline, rescan bool) *engine.Capture {
+	run := &engine.Capture{Source: c.tr, Pipeline: p, Duration: c.f.duration, Log: c.log,
+		Stopping: func(s os.Signal) {
+			if c.status != nil {
+				c.status.clear()
+			}
+			c.log.Info().Str("signal", s.String()).Msg("stopping")
+		}}
+	if c.syn != nil {
+		run.Completer = c.syn
+		if c.synJudges {
+			run.Judge = c.syn
+		}
+	}
+	if c.status != nil {
+		st := &statusRefresh{line: c.status, tr: c.tr, p: p}
+		run.Progress = st.refresh
+	}
+	if rescan {
+		run.Rescan = c.rescan
+	}
+	return run
+}
+
+// rescan watches the namespaces named since the last look.
+func (c *capture) rescan() {
+	for _, t := range netns.Named() {
+		if err := c.tr.WatchNamespace(t); err != nil {
+			c.log.Warn().Err(err).Str("netns", t.Name).Msg("new namespace not watched")
+		}
+		if c.syn != nil {
+			c.syn.AddNamespace(t)
+		}
+		if c.rules != nil {
+			c.rules.Add(t)
+		}
+		if c.tracer != nil {
+			c.tracer.Add(t)
+		}
+	}
+}
+
+// finish ends the pipeline with the kernel's final counts and says what
+// the run lost, skipped and recorded.
+func (c *capture) finish(p *engine.Pipeline, d time.Duration) {
+	log := c.log
+	lost, lerr := c.tr.Lost()
+	shed, serr := c.tr.Shed()
+	if err := errors.Join(lerr, serr); err != nil {
+		log.Warn().Err(err).Msg("lost counters unavailable")
+	}
+	if missed, err := c.tr.Missed(); err != nil {
+		log.Debug().Err(err).Msg("recursion counters unavailable")
+	} else {
+		for prog, n := range missed {
+			log.Warn().Str("program", prog).Uint64("missed", n).
+				Msg("the kernel skipped this program where it was already running on the CPU (an interrupt re-entered it): what those runs would have reported is missing")
+		}
+	}
+	if c.tracer != nil {
+		c.tracer.Sync()
+	}
+	p.Finish(lost, shed, d)
+	if c.tracer != nil && (c.tracer.Lost() > 0 || c.unrecorded.Load() > 0) {
+		log.Warn().Uint64("lost_by_the_kernel", c.tracer.Lost()).Uint64("not_recorded", c.unrecorded.Load()).
+			Msg("some rule traces were not kept: those packets' rules are named from the ruleset")
+	}
+	if c.rec != nil {
+		c.closeRecording(p, lost, shed)
+	}
+	if c.flight != nil {
+		log.Info().Str("dir", c.f.flight.Dir).Strs("kept", p.FlightKept()).Msg("flight recorder")
+	}
+}
+
+// closeRecording ends the recording with its summary and says what it
+// holds.
+func (c *capture) closeRecording(p *engine.Pipeline, lost, shed map[event.Point]uint64) {
+	log, f := c.log, c.f
+	st, cerr := c.rec.Close(trace.Summary{Events: engine.PointNames(p.Counts()), Lost: engine.PointNames(lost), Shed: engine.PointNames(shed), Ended: time.Now().UTC()})
+	msg := log.Info()
+	if st.Unwritten > 0 {
+		msg = log.Warn()
+	}
+	msg = msg.Str("file", f.write).Uint64("events", st.Events).Uint64("written", st.Written).Uint64("not_written", st.Unwritten).Int64("bytes", st.Bytes)
+	if f.fileSize > 0 {
+		msg = msg.Int("files_kept", len(st.Files)).Int("files_removed", st.Removed())
+	}
+	msg.Msg("recorded")
+	if cerr != nil {
+		// Said when it happened; the files replay up to it.
+		log.Debug().Err(cerr).Msg("recording stopped once")
+	}
+}

@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/rs/zerolog"
+
+	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// Source is where a live capture reads the kernel's records: the tracer's
+// ring buffer, and its count of records lost or shed.
+type Source interface {
+	SetDeadline(t time.Time)
+	ReadInto(rec *ringbuf.Record) error
+	Undelivered() (uint64, error)
+}
+
+// Completer adds to a kernel event what only user space knows (the syn
+// point's listener queues) before the pipeline sees it.
+type Completer interface {
+	Complete(e *event.Event)
+}
+
+// Judge decides outcomes the kernel reports no event for, from the events
+// it observes and on a clock, and emits them as events of its own.
+type Judge interface {
+	Observe(e *event.Event, emit func(*event.Event))
+	Expire(final bool, emit func(*event.Event))
+}
+
+// Capture is one live run's read loop. It runs on one goroutine: the ring
+// buffer read wakes at least every tick for the periodic work (stop
+// conditions, judgements on a clock, idle flows, new namespaces, flushing
+// the recording, the status).
+type Capture struct {
+	Source    Source
+	Completer Completer // nil: none
+	Judge     Judge     // nil: none
+	Pipeline  *Pipeline
+	Duration  time.Duration // 0: until stopped
+	// Stop ends the run (what is in the ring buffer is still read);
+	// Stopping is told why first.
+	Stop     <-chan os.Signal
+	Stopping func(os.Signal)
+	// Rescan, when set, looks for new namespaces about once a second;
+	// Progress, when set, is called every tick (a status line).
+	Rescan   func()
+	Progress func()
+	Log      zerolog.Logger
+
+	// undelivered is the kernel's count of records lost or shed at the
+	// last count, made at kernel time counted (less lossSlack).
+	undelivered uint64
+	counted     uint64
+	lastJudged  time.Time
+}
+
+// lossSlack is how long a record may take from its timestamp to being
+// counted lost: a count at kernel time t covers the losses before
+// t-lossSlack for sure.
+const lossSlack = 50 * time.Millisecond
+
+// tick is how often the periodic work runs, busy or idle.
+const tick = 100 * time.Millisecond
+
+// CountLosses reads the kernel's loss counters and tells the pipeline
+// which window lost how many records, and how far losses are counted.
+func (c *Capture) CountLosses() {
+	now := kernel.MonotonicNow()
+	n, err := c.Source.Undelivered()
+	if err != nil {
+		// Nothing is counted: every flow from now on waits for the count
+		// at the end, which stays as conservative as the run can be.
+		c.Log.Debug().Err(err).Msg("lost counters unavailable")
+		return
+	}
+	through := now - min(now, uint64(lossSlack))
+	c.Pipeline.LossesCounted(event.LossWindow{From: c.counted, To: now, N: n - c.undelivered}, through)
+	c.undelivered, c.counted = n, through
+}
+
+// Run reads until stopped, the duration is over or the pipeline's event
+// limit is reached, then drains the ring buffer.
+func (c *Capture) Run() error {
+	var deadline time.Time
+	if c.Duration > 0 {
+		deadline = time.Now().Add(c.Duration)
+	}
+	var rec ringbuf.Record
+	var ev event.Event
+	lastRescan, lastTick := time.Now(), time.Now()
+	c.lastJudged = time.Now()
+	stopping := false
+	for {
+		if !stopping {
+			stopping = c.stopDue(deadline)
+		}
+		if stopping {
+			// Drain what is already in the ring buffer, then stop.
+			c.Source.SetDeadline(time.Now())
+		} else {
+			c.Source.SetDeadline(time.Now().Add(tick))
+		}
+		err := c.Source.ReadInto(&rec)
+		switch {
+		case err == nil:
+			if derr := event.DecodeKernel(rec.RawSample, &ev); derr != nil {
+				c.Log.Warn().Err(derr).Msg("undecodable record")
+				continue
+			}
+			c.take(&ev)
+			// Flows end, held events expire and the recording is flushed
+			// on a clock too: a busy ring buffer never idles. At the time
+			// of the event just read, not the clock's: the ring buffer may
+			// hold seconds of later events, and a flow idle by the clock
+			// may have its next events there.
+			if time.Since(lastTick) >= tick {
+				c.periodic(ev.Time)
+				lastTick = time.Now()
+			}
+			if c.Pipeline.err != nil {
+				return c.Pipeline.err
+			}
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, ringbuf.ErrClosed):
+			stopping = true
+		default:
+			return fmt.Errorf("read ring buffer: %w", err)
+		}
+		if c.Judge != nil {
+			c.Judge.Expire(stopping, c.Pipeline.Event)
+			c.lastJudged = time.Now()
+		}
+		if stopping {
+			return c.Pipeline.err
+		}
+		c.periodic(kernel.MonotonicNow())
+		lastTick = time.Now()
+		if c.Rescan != nil && time.Since(lastRescan) > time.Second {
+			c.Rescan()
+			lastRescan = time.Now()
+		}
+	}
+}
+
+// stopDue says whether the run is to stop: a signal, the duration over or
+// the event limit reached.
+func (c *Capture) stopDue(deadline time.Time) bool {
+	select {
+	case s := <-c.Stop:
+		if c.Stopping != nil {
+			c.Stopping(s)
+		}
+		return true
+	default:
+	}
+	return (!deadline.IsZero() && time.Now().After(deadline)) || c.Pipeline.Full()
+}
+
+// take hands one kernel event, completed, to the pipeline, and to the
+// judge.
+func (c *Capture) take(ev *event.Event) {
+	if c.Completer != nil {
+		c.Completer.Complete(ev)
+	}
+	c.Pipeline.Event(ev)
+	if c.Judge == nil {
+		return
+	}
+	c.Judge.Observe(ev, c.Pipeline.Event)
+	// Judged on a clock: a busy ring buffer is never idle.
+	if time.Since(c.lastJudged) >= tick {
+		c.Judge.Expire(false, c.Pipeline.Event)
+		c.lastJudged = time.Now()
+	}
+}
+
+// periodic is a tick's work at kernel time now.
+func (c *Capture) periodic(now uint64) {
+	c.CountLosses()
+	c.Pipeline.Tick(now)
+	if c.Progress != nil {
+		c.Progress()
+	}
+}

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"io"
+	"maps"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// recordSource hands out kernel records, then says the ring buffer is
+// closed.
+type recordSource struct {
+	records [][]byte
+	lost    uint64
+}
+
+func (s *recordSource) SetDeadline(time.Time) {}
+func (s *recordSource) Undelivered() (uint64, error) {
+	return s.lost, nil
+}
+
+func (s *recordSource) ReadInto(rec *ringbuf.Record) error {
+	if len(s.records) == 0 {
+		return ringbuf.ErrClosed
+	}
+	rec.RawSample, s.records = s.records[0], s.records[1:]
+	return nil
+}
+
+// countingWatcher completes and observes events, and judges nothing.
+type countingWatcher struct{ completed, observed, expired int }
+
+func (w *countingWatcher) Complete(*event.Event)                      { w.completed++ }
+func (w *countingWatcher) Observe(*event.Event, func(*event.Event))   { w.observed++ }
+func (w *countingWatcher) Expire(final bool, emit func(*event.Event)) { w.expired++ }
+
+func kernelRecords(events []event.Event) [][]byte {
+	out := make([][]byte, len(events))
+	for i := range events {
+		b := make([]byte, event.RecordSize+event.MaxIPv6Block+len(events[i].Packet))
+		out[i] = b[:event.Encode(&events[i], b)]
+	}
+	return out
+}
+
+// A capture hands every record read, completed, to the pipeline and the
+// judge, and finds what the same events fed to a pipeline directly find.
+// A stop signal still lets it drain what the ring buffer holds.
+func TestCaptureReadsEveryRecord(t *testing.T) {
+	events := incidentStream(20)
+	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	direct := New(Options{Format: "json", Stdout: io.Discard, Names: names})
+	for i := range events {
+		direct.Event(&events[i])
+	}
+	want := direct.Finish(nil, nil, 0)
+	if len(want.Findings) == 0 {
+		t.Fatal("the incidents gave no finding: the test shows nothing")
+	}
+
+	for _, stopped := range []bool{false, true} {
+		w := &countingWatcher{}
+		p := New(Options{Format: "json", Stdout: io.Discard, Names: names, Losses: &flow.Losses{}})
+		stop := make(chan os.Signal, 1)
+		var told []os.Signal
+		c := &Capture{Source: &recordSource{records: kernelRecords(events)}, Completer: w, Judge: w, Pipeline: p,
+			Stop: stop, Stopping: func(s os.Signal) { told = append(told, s) }}
+		if stopped {
+			stop <- syscall.SIGTERM
+		}
+		if err := c.Run(); err != nil {
+			t.Fatal(err)
+		}
+		c.CountLosses()
+		got := p.Finish(nil, nil, 0)
+		if w.completed != len(events) || w.observed != len(events) || w.expired == 0 {
+			t.Errorf("stopped %v: %d events; completed %d, observed %d, expired %d times", stopped, len(events), w.completed, w.observed, w.expired)
+		}
+		if p.Progress().Events != uint64(len(events)) {
+			t.Errorf("stopped %v: pipeline took %d events of %d", stopped, p.Progress().Events, len(events))
+		}
+		if !maps.Equal(got.Findings, want.Findings) {
+			t.Errorf("stopped %v: findings %v, fed directly %v", stopped, got.Findings, want.Findings)
+		}
+		if stopped != (len(told) == 1) {
+			t.Errorf("stopped %v: told of %v", stopped, told)
+		}
+	}
+}

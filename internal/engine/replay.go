@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/nettrace-dev/nettrace/pkg/filter"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
+)
+
+// OpenRecordings opens recordings as one stream ordered by wall-clock
+// time; closeAll closes them.
+func OpenRecordings(files []string) (s *trace.Stream, closeAll func(), err error) {
+	var readers []*trace.Reader
+	closeAll = func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}
+	for _, f := range files {
+		r, err := trace.Open(f)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		readers = append(readers, r)
+	}
+	return trace.NewStream(readers), closeAll, nil
+}
+
+// replayTickEvery is how many events replay takes between ticks: a
+// recording has no clock but its own, so flows end by event time.
+const replayTickEvery = 4096
+
+// Replay feeds a stream's events, narrowed by prog as watch's filter would
+// have narrowed them, through a pipeline made with o (its names and losses
+// are the stream's), and finishes it.
+func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
+	o.Names.DropReason, o.Names.Symbol, o.Names.Netns, o.Names.Wall = s.ReasonName, s.SymbolName, s.NetnsName, s.Wall
+	o.Names.Rulesets, o.Names.RuleTraces = s.Ruleset, s.RuleTrace
+	if s.CountsLosses() {
+		// As the live run decided: a flow's completeness once its losses
+		// are counted, as the recording says they were.
+		o.Losses = &flow.Losses{}
+		s.OnLoss(o.Losses.Add)
+	}
+	p := New(o)
+	follow := filter.NewFollower(prog)
+	var first, last uint64
+	n := 0
+	for e := range ReadAhead(s) {
+		if first == 0 {
+			first = e.Time
+		}
+		last = e.Time
+		if follow.Follow(e, p.Event) {
+			p.Event(e)
+		}
+		if n%replayTickEvery == 0 {
+			p.Tick(e.Time)
+		}
+		n++
+		if p.err != nil {
+			return p.err
+		}
+	}
+	p.Finish(s.Lost(), s.Shed(), time.Duration(last-first))
+	return p.err
+}
