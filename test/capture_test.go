@@ -36,7 +36,9 @@ func TestNATTuplesAndConntrack(t *testing.T) {
 	if err := dial(t, client, "10.99.5.5", "10.96.77.10:80", 3*time.Second); err != nil {
 		t.Fatalf("client could not connect through the DNAT: %v", err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	w.await(t, "replies un-DNATed in the client", 1, func(e output.JSONEvent) bool {
+		return e.Point == "nat" && e.Netns == client && e.Translated && e.CT != nil && e.CT.Direction == "reply"
+	})
 	events := w.stop(t).events
 
 	dnat := find(events, func(e output.JSONEvent) bool {
@@ -164,7 +166,9 @@ func TestVXLANInnerAndOuter(t *testing.T) {
 			if err := dial(t, n1, "", server, 3*time.Second); err != nil {
 				t.Fatalf("connect over vxlan: %v", err)
 			}
-			time.Sleep(200 * time.Millisecond)
+			w.await(t, "decapsulated packets on n2/flannel.1", 1, func(e output.JSONEvent) bool {
+				return e.Point == "dev" && e.Kind == "rx" && e.Netns == n2 && e.Dev == "flannel.1" && e.Tuple.Dport == 7070
+			})
 			events := w.stop(t).events
 
 			enter := find(events, func(e output.JSONEvent) bool {
@@ -388,7 +392,9 @@ func TestListenerResetsStayApart(t *testing.T) {
 	for _, port := range ports {
 		sendStrayACK(t, client, "10.98.40.1", "10.98.40.2", port, 8443)
 	}
-	time.Sleep(200 * time.Millisecond)
+	w.await(t, "resets sent by the listener", len(ports), func(e output.JSONEvent) bool {
+		return e.Point == "tcp" && e.Kind == "rst-sent" && e.Netns == server
+	})
 	tr := w.stop(t)
 
 	resets := find(tr.events, func(e output.JSONEvent) bool {

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,7 +30,13 @@ var nettraceBin, labBin string
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
-		fmt.Println("integration tests need root: skipped")
+		// Loud, and a failure under CI: a suite that did not run must
+		// never pass for one that did.
+		fmt.Fprintln(os.Stderr, "\n*** INTEGRATION TESTS NOT RUN: they need root (real BPF programs, namespaces, iptables rules). Run them as root. ***")
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			fmt.Fprintln(os.Stderr, "*** CI is set: failing. ***")
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	// In the VM (scripts/vmtest) the binaries come prebuilt: no toolchain.
@@ -182,7 +189,7 @@ func dial(t *testing.T, ns, laddr, raddr string, timeout time.Duration) error {
 // watch is a running `nettrace watch -o json`.
 type watch struct {
 	cmd    *exec.Cmd
-	stdout bytes.Buffer
+	stdout syncBuffer // read while watch writes it (await)
 	stderr bytes.Buffer
 	forced map[string]string // the methods forced per point (--method)
 }
@@ -227,6 +234,46 @@ func startWatch(t *testing.T, args ...string) *watch {
 	}
 }
 
+// syncBuffer is an output written by one goroutine and read by another.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) snapshot() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+// await waits until watch has written n events pred accepts: what a test
+// asserts after the traffic, rather than a fixed time that a slow machine
+// may overrun. Events reach the output within a tick of being read.
+func (w *watch) await(t *testing.T, what string, n int, pred func(e output.JSONEvent) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(lab.Patience); ; time.Sleep(20 * time.Millisecond) {
+		seen := 0
+		for _, line := range bytes.Split(w.stdout.snapshot(), []byte("\n")) {
+			var e output.JSONEvent
+			if bytes.HasPrefix(line, []byte(`{"type":"event"`)) && json.Unmarshal(line, &e) == nil && pred(e) {
+				seen++
+			}
+		}
+		if seen >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d %s after %s; stderr:\n%s", seen, n, what, lab.Patience, w.stderr.String())
+		}
+	}
+}
+
 // trace is what one watch printed.
 type trace struct {
 	events       []output.JSONEvent
@@ -243,7 +290,7 @@ func (w *watch) stop(t *testing.T) trace {
 		t.Fatalf("nettrace watch: %v\nstderr:\n%s", err, w.stderr.String())
 	}
 	var tr trace
-	sc := bufio.NewScanner(&w.stdout)
+	sc := bufio.NewScanner(bytes.NewReader(w.stdout.snapshot()))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		var probe struct{ Type string }

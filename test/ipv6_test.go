@@ -97,7 +97,9 @@ func TestIPv6NATTuplesAndConntrack(t *testing.T) {
 		}
 		return err
 	})
-	time.Sleep(200 * time.Millisecond)
+	w.await(t, "replies un-DNATed in the client", 1, func(e output.JSONEvent) bool {
+		return e.Point == "nat" && e.Netns == client && e.Translated && e.CT != nil && e.CT.Direction == "reply"
+	})
 	events := w.stop(t).events
 
 	dnat := find(events, func(e output.JSONEvent) bool {
