@@ -94,10 +94,10 @@ func (j *jsonLines) Event(e *event.Event) error {
 }
 
 // Flow queues a flow's line, and its finding's.
-func (j *jsonLines) Flow(f *flow.Flow, fd *explain.Finding) error {
-	j.Raw(j.names.ConvertFlow(f, fd))
-	if fd != nil {
-		j.Raw(j.names.ConvertFinding(f, fd))
+func (j *jsonLines) Flow(f *flow.Flow, r *explain.Report) error {
+	j.Raw(j.names.ConvertFlow(f, r))
+	if r.Finding != nil {
+		j.Raw(j.names.ConvertFinding(f, r.Finding))
 	}
 	return nil
 }

@@ -26,10 +26,13 @@ import (
 // ended by another: correlation keeps a core to itself, and a recording
 // whose flows all end at once (at its end) is explained on every core.
 type Pipeline struct {
-	w          output.Writer // nil: nothing on stdout (record)
-	jw         *jsonLines
-	names      output.Names
-	corr       *flow.Correlator
+	w     output.Writer // nil: nothing on stdout (record)
+	jw    *jsonLines
+	names output.Names
+	corr  *flow.Correlator
+	// detail is what the reports carry beyond the finding: the NAT rules
+	// of every packet only for JSON, which shows them.
+	detail     explain.Detail
 	rec        *trace.Recorder
 	flight     *FlightRecorder
 	flightKept []string // the flight recorder's files, at the end
@@ -196,6 +199,7 @@ func New(o Options) *Pipeline {
 		}
 		p.w = text
 	}
+	p.detail.NATRules = o.Format == "json"
 	deferred := !p.showEvents
 	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred})
 	if deferred {
@@ -307,12 +311,10 @@ func (p *Pipeline) renderEnded(text *output.Text) {
 	for x := range p.ended {
 		room := x.f.Decode(p.rooms.get())
 		r := renderedFlow{n: x.n, id: x.f.ID, start: x.f.Start, end: x.f.End}
-		fd := p.explain(x.f)
-		if fd != nil {
-			r.rule = fd.Rule
-		}
-		if text != nil && len(x.f.Packets) > 0 {
-			r.text = text.AppendFlow(p.texts.get()[:0], x.f, fd)
+		report := p.explain(x.f)
+		r.rule = report.Rule()
+		if text != nil && report != nil {
+			r.text = text.AppendFlow(p.texts.get()[:0], x.f, report)
 		}
 		p.corr.Release(x.f)
 		p.rooms.put(room)
@@ -416,28 +418,28 @@ func (l *briefLines) allow() bool {
 	return false
 }
 
-// explain explains a finished flow.
-func (p *Pipeline) explain(f *flow.Flow) *explain.Finding {
+// explain reports on a finished flow: nil for a flow of socket events
+// alone (no packet seen), which has nothing to explain or show.
+func (p *Pipeline) explain(f *flow.Flow) *explain.Report {
 	if len(f.Packets) == 0 {
 		return nil
 	}
-	return explain.Explain(f, p.names)
+	return explain.NewReport(f, p.names, p.detail)
 }
 
-// show counts a finished flow's finding and writes the flow. A flow of
-// socket events alone (no packet seen) has nothing to show.
-func (p *Pipeline) show(f *flow.Flow, fd *explain.Finding) error {
-	if fd != nil {
-		p.findings[fd.Rule]++
+// show counts a finished flow's finding and writes the flow.
+func (p *Pipeline) show(f *flow.Flow, r *explain.Report) error {
+	if rule := r.Rule(); rule != "" {
+		p.findings[rule]++
 		p.found.Add(1)
 		if p.flight != nil {
-			p.flight.finding(flightFinding{rule: fd.Rule, flow: f.ID, start: f.Start, end: f.End})
+			p.flight.finding(flightFinding{rule: rule, flow: f.ID, start: f.Start, end: f.End})
 		}
 	}
-	if len(f.Packets) == 0 || p.w == nil {
+	if r == nil || p.w == nil {
 		return nil
 	}
-	return p.w.Flow(f, fd)
+	return p.w.Flow(f, r)
 }
 
 // AddRuleset keeps a namespace's ruleset for the findings, and in the

@@ -51,11 +51,11 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 		if len(f.Packets) == 0 {
 			return
 		}
-		fd := explain.Explain(f, names)
-		if fd != nil {
-			wantFindings[fd.Rule]++
+		r := explain.NewReport(f, names, explain.Detail{})
+		if r.Finding != nil {
+			wantFindings[r.Finding.Rule]++
 		}
-		if err := text.Flow(f, fd); err != nil {
+		if err := text.Flow(f, r); err != nil {
 			t.Fatal(err)
 		}
 	}

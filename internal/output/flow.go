@@ -138,7 +138,7 @@ func direction(client, t event.Tuple, p *flow.Packet) string {
 }
 
 // ConvertFlow builds the JSON object of a flow.
-func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
+func (n Names) ConvertFlow(f *flow.Flow, r *explain.Report) *JSONFlow {
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
 		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0}
 	client := f.Tuple()
@@ -146,8 +146,11 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 		t := firstTuple(p)
 		dir := direction(client, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p),
-			Ordinary: explain.Ordinary(f, k, n)}
-		rules := explain.PacketNATRules(n, p)
+			Ordinary: r.Ordinary[k]}
+		var rules [][]explain.NetfilterRule
+		if r.NATRules != nil {
+			rules = r.NATRules[k]
+		}
 		for i := range p.Events {
 			s := n.step(f, &p.Events[i])
 			if rules != nil {
@@ -160,9 +163,7 @@ func (n Names) ConvertFlow(f *flow.Flow, fd *explain.Finding) *JSONFlow {
 	for i := range f.Socket {
 		j.Socket = append(j.Socket, n.step(f, &f.Socket[i]))
 	}
-	if fd != nil {
-		j.Finding = fd.Rule
-	}
+	j.Finding = r.Rule()
 	return j
 }
 

@@ -84,10 +84,11 @@ func (n Names) wall(ts uint64) time.Time {
 	return time.Unix(0, int64(ts))
 }
 
-// Writer renders events, and flows with their finding.
+// Writer renders events, and flows with their report (their finding and
+// what their steps mean).
 type Writer interface {
 	Event(e *event.Event) error
-	Flow(f *flow.Flow, fd *explain.Finding) error
+	Flow(f *flow.Flow, r *explain.Report) error
 }
 
 // Summary is what a run saw, per point, and what it lost.

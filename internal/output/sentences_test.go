@@ -41,13 +41,14 @@ func TestFindingsReadAsSentences(t *testing.T) {
 		tx := NewText(&text, names)
 		c := flow.New(flow.DefaultConfig)
 		show := func(f *flow.Flow) {
-			fd := explain.Explain(f, names)
+			r := explain.NewReport(f, names, explain.Detail{})
+			fd := r.Finding
 			if fd == nil {
 				return
 			}
 			fired[fd.Rule] = true
 			text.Reset()
-			tx.Flow(f, fd)
+			tx.Flow(f, r)
 			t.Logf("%s:\n%s", name, text.String())
 			finding := false
 			for _, line := range strings.Split(text.String(), "\n") {

@@ -34,8 +34,8 @@ type timeline struct {
 // the devices a packet entered, listener outcomes and drops. A packet that
 // took the same path as an earlier one (a retransmit) is one line. JSON
 // output has every step.
-func (t *Text) Flow(f *flow.Flow, fd *explain.Finding) error {
-	t.tl.buf = t.AppendFlow(t.tl.buf[:0], f, fd)
+func (t *Text) Flow(f *flow.Flow, r *explain.Report) error {
+	t.tl.buf = t.AppendFlow(t.tl.buf[:0], f, r)
 	_, err := t.w.Write(t.tl.buf)
 	return err
 }
@@ -48,7 +48,8 @@ func (t *Text) Copy() *Text {
 
 // AppendFlow appends the timeline Flow writes to b: nothing, or one line,
 // for a flow without a finding when Timelines says so.
-func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
+func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
+	fd := r.Finding
 	c := noColours
 	if t.Colour {
 		c = colours
@@ -60,7 +61,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 	if fd == nil && t.Timelines == TimelinesBrief {
 		b = append(b, ": "...)
 		last := len(f.Packets) - 1
-		if ordinary := explain.Ordinary(f, last, t.names); ordinary != "" {
+		if ordinary := r.Ordinary[last]; ordinary != "" {
 			return append(append(b, ordinary...), '\n')
 		}
 		return append(append(b, t.names.PacketEnd(f.Packets[last])...), '\n')
@@ -76,7 +77,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, fd *explain.Finding) []byte {
 		pt := firstTuple(p)
 		dir, label, end := direction(client, pt, p), packetLabel(pt), t.names.PacketEnd(p)
 		tl.describe(t.names, f, p)
-		ordinary := explain.Ordinary(f, i, t.names)
+		ordinary := r.Ordinary[i]
 		if ordinary != "" {
 			last := len(p.Events) - 1
 			tl.what[last], tl.shown[last] = "not a loss: "+ordinary, true
@@ -240,7 +241,8 @@ func (tl *timeline) dnatHere(netns uint32) bool {
 // briefStep decides whether the text timeline shows a step, and how.
 func briefStep(e *event.Event, what string, last, dnatHere bool) (string, bool) {
 	switch {
-	case e.Point == event.PointNAT && what == "no NAT":
+	case e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 && e.Translation() == 0:
+		// A hook seen to translate nothing (Step's "no NAT").
 		if dnatHere && e.Hook == event.HookPostrouting && !e.HasInner() {
 			return "no SNAT (source unchanged after the DNAT)", true
 		}
