@@ -57,7 +57,7 @@ func kernelRecords(events []event.Event) [][]byte {
 // A stop signal still lets it drain what the ring buffer holds.
 func TestCaptureReadsEveryRecord(t *testing.T) {
 	events := incidentStream(20)
-	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	direct := New(Options{Format: "json", Stdout: io.Discard, Names: names})
 	for i := range events {
 		direct.Event(&events[i])

@@ -61,7 +61,7 @@ type flightDump struct {
 type FlightRecorder struct {
 	o     FlightOptions
 	meta  trace.Meta
-	names trace.Names
+	names trace.Namer
 	// held are the events in the window from head on: the ones before
 	// are let go, and the slice is compacted once they are half of it.
 	held     []heldEvent
@@ -77,7 +77,7 @@ type FlightRecorder struct {
 	scratch []byte
 }
 
-func NewFlightRecorder(o FlightOptions, meta trace.Meta, names trace.Names, problem func(error)) (*FlightRecorder, error) {
+func NewFlightRecorder(o FlightOptions, meta trace.Meta, names trace.Namer, problem func(error)) (*FlightRecorder, error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("flight recorder: %w", err)
 	}

@@ -50,7 +50,7 @@ func TestFlightRecorder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+			names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 			o := FlightOptions{Dir: dir, Before: time.Second, After: time.Second, Keep: tc.keep,
 				Settle: 5 * time.Second, Span: 2 * time.Minute, MaxBytes: 64 << 20}
 			var problem error

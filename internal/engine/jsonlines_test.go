@@ -13,7 +13,7 @@ import (
 // queued, each as encoding it in place would write it, packet bytes
 // included, across batches and flushes.
 func TestJSONLinesKeepTheirOrder(t *testing.T) {
-	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	events := incidentStream(60)
 	var want bytes.Buffer
 	var got bytes.Buffer

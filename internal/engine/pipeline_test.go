@@ -39,7 +39,7 @@ func incidentStream(conns int) []event.Event {
 // it also checks the hand-over between the goroutines.
 func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 	events := incidentStream(200)
-	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	const tickEvery = 64
 
 	var want bytes.Buffer
@@ -125,7 +125,7 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 			events = append(events, e)
 		}
 	}
-	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	for _, tc := range []struct {
 		timelines output.Timelines
 		shown     int // healthy flows shown
@@ -202,7 +202,7 @@ func TestLossesMarkTheFlowsTheyTouch(t *testing.T) {
 		}
 	}
 	lossAt := events[0].Time + 10*second // while the third set is open
-	names := output.Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	for _, format := range []string{"json", "text"} {
 		var out bytes.Buffer
 		p := New(Options{Format: format, Timelines: output.TimelinesAll, Names: names, Stdout: &out, Losses: &flow.Losses{}})

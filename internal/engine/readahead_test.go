@@ -15,7 +15,7 @@ import (
 func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "incidents.ntrace")
-	w, err := trace.Create(path, trace.Meta{Nettrace: "test", SnapLen: 128, DropReasons: fixture.ReasonNames}, fixture.Names{})
+	w, err := trace.Create(path, trace.Meta{Nettrace: "test", SnapLen: 128, DropReasons: fixture.ReasonNames}, fixture.Context{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func (n Names) ConvertFinding(f *flow.Flow, fd *explain.Finding) *JSONExplanatio
 		}
 		j.Evidence = append(j.Evidence, je)
 	}
-	j.NetfilterRules = n.jsonRules(fd.Rules)
+	j.NetfilterRules = n.jsonRules(fd.NetfilterRules)
 	return j
 }
 

@@ -14,7 +14,7 @@ import (
 // field by field from the schema (convertEvent), for the events of every
 // incident and for names that need escaping.
 func TestAppendEventIsTheSchema(t *testing.T) {
-	names := Names{DropReason: fixture.Names{}.ReasonName, Symbol: fixture.Names{}.SymbolName, Netns: fixture.Names{}.NetnsName}
+	names := Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	var events []event.Event
 	for _, healthy := range []bool{false, true} {
 		events = append(events, fixture.SNATMissing(healthy)...)

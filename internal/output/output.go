@@ -27,8 +27,7 @@ type Names struct {
 	RuleTraces func(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
 }
 
-// Ruleset returns a namespace's ruleset at a time, if known: Names is an
-// explain.Rulesets.
+// Ruleset returns a namespace's ruleset at a time, if known.
 func (n Names) Ruleset(netns uint32, at uint64) *ruleset.Ruleset {
 	if n.Rulesets == nil {
 		return nil
@@ -36,8 +35,7 @@ func (n Names) Ruleset(netns uint32, at uint64) *ruleset.Ruleset {
 	return n.Rulesets(netns, at)
 }
 
-// RuleTrace returns the traced steps of a packet, if any: Names is an
-// explain.RuleTraces.
+// RuleTrace returns the traced steps of a packet, if any.
 func (n Names) RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace {
 	if n.RuleTraces == nil {
 		return nil

@@ -26,7 +26,7 @@ func TestFindingsReadAsSentences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): filter}}
+	fx := fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): filter}}
 	names := Names{DropReason: fx.ReasonName, Symbol: fx.SymbolName, Netns: fx.NetnsName, Rulesets: fx.Ruleset}
 	fixtures := map[string][]event.Event{
 		"incident 1": fixture.SNATMissing(false), "incident 2": fixture.SYNOverflow(false),

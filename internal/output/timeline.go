@@ -138,7 +138,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 			}
 			b = append(b, '\n')
 			if fd != nil {
-				b = appendRules(b, fd.Rules, e)
+				b = appendRules(b, fd.NetfilterRules, e)
 			}
 		}
 		b = append(append(append(b, "    => "...), end...), '\n')

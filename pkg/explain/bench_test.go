@@ -13,7 +13,7 @@ import (
 // it ends. The records are the five incidents and their healthy twins,
 // repeated as distinct connections.
 func BenchmarkDecodeCorrelateExplain(b *testing.B) {
-	benchPipeline(b, func(f *flow.Flow) bool { return Explain(f, fixture.Names{}) != nil })
+	benchPipeline(b, func(f *flow.Flow) bool { return Explain(f, fixture.Context{}) != nil })
 }
 
 // BenchmarkDecodeCorrelate is the same without the rules.

@@ -21,7 +21,7 @@ import (
 // ruleset shows; with the namespace's ruleset known and none of its rules
 // dropping the packet there, the confirmation did. Without the ruleset,
 // dropped-by-netfilter tells the drop as it is.
-func conntrackClash(f *flow.Flow, n Names) *Finding {
+func conntrackClash(f *flow.Flow, n Context) *Finding {
 	p, drop := netfilterDrop(f, n)
 	if drop == nil || !drop.HasCT() || !drop.CT.Created() {
 		return nil

@@ -68,7 +68,7 @@ func TestConntrackClash(t *testing.T) {
 			if len(flows) != 1 {
 				t.Fatalf("%d flows, want 1", len(flows))
 			}
-			fd := Explain(flows[0], fixture.Names{Rulesets: tc.rulesets})
+			fd := Explain(flows[0], fixture.Context{Rulesets: tc.rulesets})
 			if fd == nil || fd.Rule != tc.want {
 				t.Fatalf("finding %+v, want %s", fd, tc.want)
 			}

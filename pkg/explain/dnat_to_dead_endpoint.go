@@ -10,7 +10,7 @@ import (
 // dnatToDeadEndpoint: the request was DNATed to an address that never
 // answered: its neighbour could not be resolved, it had no route, or
 // nothing came back from it.
-func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
+func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 	p, d := dnat(f)
 	if d == nil {
 		return nil
@@ -40,10 +40,10 @@ func dnatToDeadEndpoint(f *flow.Flow, n Names) *Finding {
 	if cause == nil && syns < 2 {
 		return nil // one unanswered SYN is not yet evidence of anything
 	}
-	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, p, d)}
-	fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
+	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, NetfilterRules: natRules(n, p, d)}
+	fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.NetfilterRules)...)
 	by := ""
-	if c := ruleClause(fd.Rules); c != "" {
+	if c := ruleClause(fd.NetfilterRules); c != "" {
 		by = " (" + c + ")"
 	}
 	summary := fmt.Sprintf("SYN to %s was DNATed to %s in %s %s%s; that address never answered: ",

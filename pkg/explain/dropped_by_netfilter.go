@@ -11,7 +11,7 @@ import (
 // droppedByNetfilter: a packet of the flow was dropped by a netfilter
 // verdict. The drop itself does not carry its hook; the last hook the
 // packet was seen at says which ones can have dropped it.
-func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
+func droppedByNetfilter(f *flow.Flow, n Context) *Finding {
 	if beginsWithSYNACK(f) {
 		return nil
 	}
@@ -23,14 +23,14 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 	t := packetTuple(drop)
 	what := packetWord(t)
 	fd := &Finding{
-		Evidence: []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
-		Rules:    rules,
+		Evidence:       []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
+		NetfilterRules: rules,
 	}
-	fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, fd.Rules)...)
-	if c := ruleClause(fd.Rules); c != "" {
+	fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, fd.NetfilterRules)...)
+	if c := ruleClause(fd.NetfilterRules); c != "" {
 		// The rule says the hook.
 		fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s %s.",
-			what, src(t), dst(t), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), fd.Rules[0].Hook)
+			what, src(t), dst(t), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), fd.NetfilterRules[0].Hook)
 		return fd
 	}
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
@@ -42,7 +42,7 @@ func droppedByNetfilter(f *flow.Flow, n Names) *Finding {
 // verdict. Only the flow's own packets: a related ICMP message (a
 // redirect the router sends) that netfilter drops is not the connection
 // failing.
-func netfilterDrop(f *flow.Flow, n Names) (*flow.Packet, *event.Event) {
+func netfilterDrop(f *flow.Flow, n Context) (*flow.Packet, *event.Event) {
 	proto := f.Tuple().Proto
 	return find(f, func(_ *flow.Packet, e *event.Event) bool {
 		return dropped(n, e, "NETFILTER_DROP") && packetTuple(e).Proto == proto
@@ -52,7 +52,7 @@ func netfilterDrop(f *flow.Flow, n Names) (*flow.Packet, *event.Event) {
 // netfilterDropRules names the rule that dropped packet p at drop, from the
 // hooks it can have been dropped at: those after the last NAT hook p was
 // seen at in the drop's namespace, which it returns.
-func netfilterDropRules(n Names, p *flow.Packet, drop *event.Event) ([]NetfilterRule, event.Hook) {
+func netfilterDropRules(n Context, p *flow.Packet, drop *event.Event) ([]NetfilterRule, event.Hook) {
 	last := event.HookNone
 	if nat := lastNAT(p, drop); nat != nil {
 		last = nat.Hook

@@ -9,14 +9,24 @@ package explain
 import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
-// Names names kernel numbers in summaries.
-type Names interface {
+// Context is what the rules know beyond the flow, passed to them
+// explicitly: the names of kernel numbers, and the namespaces' rulesets
+// and rule traces that let findings name the rules that decided.
+type Context interface {
 	NetnsName(ino uint32) string
 	ReasonName(r uint32) string
 	// SymbolName names a kernel address ("neigh_invalidate+0x7e").
 	SymbolName(addr uint64) string
+	// Ruleset is a namespace's ruleset in force at a kernel time; nil
+	// when unknown.
+	Ruleset(netns uint32, at uint64) *ruleset.Ruleset
+	// RuleTrace is what nftables tracing reported of a packet seen with
+	// tuple p at hook in netns at kernel time at (ruleset.Traces.Pass);
+	// nil when it was not traced.
+	RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
 }
 
 // Finding is one explanation of a flow.
@@ -25,9 +35,9 @@ type Finding struct {
 	Severity string
 	Summary  string
 	Evidence []Evidence
-	// Rules are the netfilter rules behind the failure, when the
-	// namespace's ruleset is known.
-	Rules []NetfilterRule
+	// NetfilterRules are the netfilter rules behind the failure, when
+	// the namespace's ruleset is known.
+	NetfilterRules []NetfilterRule
 	// restsOnAbsence: the finding follows from records not seen (no
 	// reply, no conntrack entry crossed, no tunnel device), which a flow
 	// that lost records cannot tell from things that did not happen.
@@ -43,7 +53,7 @@ type Evidence struct {
 // Rule looks for one failure in a flow.
 type Rule struct {
 	ID    string
-	Check func(f *flow.Flow, n Names) *Finding
+	Check func(f *flow.Flow, n Context) *Finding
 }
 
 // Rules in root-cause order: a rule earlier in the list explains the
@@ -64,7 +74,7 @@ var Rules = []Rule{
 // that shows no failure. A flow that may have lost records (LostAround)
 // is explained by what it shows only: a finding resting on what it lacks
 // is withheld, and a later rule may still explain it by what it shows.
-func Explain(f *flow.Flow, n Names) *Finding {
+func Explain(f *flow.Flow, n Context) *Finding {
 	if groupManagement(f.Tuple()) != "" {
 		// IGMP and MLD keep the link's multicast memberships, repeated on
 		// timers; their drops are labelled (Ordinary), no connection fails.

@@ -36,7 +36,7 @@ func TestExplainReportsTheRootCauseOnly(t *testing.T) {
 			continue
 		}
 		got := ""
-		if fd := Explain(flows[0], fixture.Names{}); fd != nil {
+		if fd := Explain(flows[0], fixture.Context{}); fd != nil {
 			got = fd.Rule
 		}
 		if got != tt.want {
@@ -93,10 +93,10 @@ func TestIncompleteFlowsAreExplainedByWhatTheyShow(t *testing.T) {
 			continue
 		}
 		f := flows[0]
-		complete := Explain(f, fixture.Names{})
+		complete := Explain(f, fixture.Context{})
 		f.LostAround = 7
 		got := ""
-		if fd := Explain(f, fixture.Names{}); fd != nil {
+		if fd := Explain(f, fixture.Context{}); fd != nil {
 			got = fd.Rule
 		}
 		if got != tt.want {

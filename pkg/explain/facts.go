@@ -113,7 +113,7 @@ func find(f *flow.Flow, match func(p *flow.Packet, e *event.Event) bool) (*flow.
 	return nil, nil
 }
 
-func dropped(n Names, e *event.Event, reason string) bool {
+func dropped(n Context, e *event.Event, reason string) bool {
 	return e.Point == event.PointDrop && n.ReasonName(e.Drop.Reason) == reason
 }
 
@@ -122,7 +122,7 @@ func dropped(n Names, e *event.Event, reason string) bool {
 // (ndisc_error_report frees the packets a failed entry held with a plain
 // kfree_skb, a tail call that leaves neigh_invalidate as the location, on
 // 6.1 as on 6.18), so there the place says it.
-func neighbourFailed(n Names, e *event.Event) bool {
+func neighbourFailed(n Context, e *event.Event) bool {
 	switch n.ReasonName(e.Drop.Reason) {
 	case "NEIGH_FAILED":
 		return true
@@ -142,7 +142,7 @@ func plural(n int, noun string) string {
 }
 
 // where renders netns/dev of an event.
-func where(n Names, e *event.Event) string {
+func where(n Context, e *event.Event) string {
 	s := n.NetnsName(e.Netns)
 	if d := e.Ifname.String(); d != "" {
 		s += "/" + d
@@ -150,11 +150,11 @@ func where(n Names, e *event.Event) string {
 	return s
 }
 
-func evidence(n Names, e *event.Event, format string, args ...any) Evidence {
+func evidence(n Context, e *event.Event, format string, args ...any) Evidence {
 	return Evidence{Event: *e, Fact: fmt.Sprintf(format, args...)}
 }
 
-func natFact(n Names, e *event.Event) string {
+func natFact(n Context, e *event.Event) string {
 	if !translated(e) {
 		return fmt.Sprintf("%s %s: not translated (%s -> %s)", n.NetnsName(e.Netns), e.Hook, src(e.Tuple), dst(e.Tuple))
 	}

@@ -29,7 +29,7 @@ func flowsOf(t *testing.T, events []event.Event) []*flow.Flow {
 	return out
 }
 
-func runRule(t *testing.T, check func(*flow.Flow, Names) *Finding, cases []ruleCase) {
+func runRule(t *testing.T, check func(*flow.Flow, Context) *Finding, cases []ruleCase) {
 	t.Helper()
 	for _, tc := range cases {
 		flows := flowsOf(t, tc.events)
@@ -37,7 +37,7 @@ func runRule(t *testing.T, check func(*flow.Flow, Names) *Finding, cases []ruleC
 			t.Errorf("%s: %d flows, want 1", tc.name, len(flows))
 			continue
 		}
-		fd := check(flows[0], fixture.Names{})
+		fd := check(flows[0], fixture.Context{})
 		if (fd != nil) != tc.fires {
 			t.Errorf("%s: fired %v, want %v (%+v)", tc.name, fd != nil, tc.fires, fd)
 			continue

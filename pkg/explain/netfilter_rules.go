@@ -9,19 +9,6 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
-// Rulesets gives the iptables ruleset of a namespace in force at a kernel
-// time. Names that implement it let findings name the rule that decided.
-type Rulesets interface {
-	Ruleset(netns uint32, at uint64) *ruleset.Ruleset
-}
-
-// RuleTraces gives what nftables tracing reported of a packet seen with
-// tuple p at hook in netns at kernel time at (ruleset.Traces.Pass). Names
-// that implement it let findings name rules as the kernel traced them.
-type RuleTraces interface {
-	RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
-}
-
 // NetfilterRule is a rule a finding names, and the part it played.
 type NetfilterRule struct {
 	Netns    uint32
@@ -75,14 +62,10 @@ const (
 
 // tracedSteps are the kernel's trace of the packet of e at hook, seen
 // there with tuple t; nil when it was not traced there.
-func tracedSteps(n Names, e *event.Event, hook event.Hook, t event.Tuple) []ruleset.Trace {
-	rt, ok := n.(RuleTraces)
-	if !ok {
-		return nil
-	}
+func tracedSteps(n Context, e *event.Event, hook event.Hook, t event.Tuple) []ruleset.Trace {
 	at := *e
 	at.Hook = hook
-	return rt.RuleTrace(e.Netns, hook.String(), ruleset.HookPacket(&at, t), e.Time)
+	return n.RuleTrace(e.Netns, hook.String(), ruleset.HookPacket(&at, t), e.Time)
 }
 
 // confirmNAT settles an attribution from the ruleset with the packet's
@@ -113,11 +96,8 @@ func confirmNAT(rs *ruleset.Ruleset, walked *ruleset.Attribution, hook string, s
 
 // rulesetAt is the ruleset of the event's namespace when it happened, in
 // the family of its packet.
-func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
-	if rs, ok := n.(Rulesets); ok {
-		return rs.Ruleset(e.Netns, e.Time).Of(e)
-	}
-	return nil
+func rulesetAt(n Context, e *event.Event) *ruleset.Ruleset {
+	return n.Ruleset(e.Netns, e.Time).Of(e)
 }
 
 // PacketNATRules names, for each nat event of packet p that crossed the
@@ -126,7 +106,7 @@ func rulesetAt(n Names, e *event.Event) *ruleset.Ruleset {
 // p.Events, nil where nothing is named (no ruleset, or not a first
 // packet). One walk per event: the marks a hook sets are carried to the
 // next in the same namespace.
-func PacketNATRules(n Names, p *flow.Packet) [][]NetfilterRule {
+func PacketNATRules(n Context, p *flow.Packet) [][]NetfilterRule {
 	var out [][]NetfilterRule
 	marks := map[uint32]ruleset.Mark{}
 	for i := range p.Events {
@@ -149,14 +129,14 @@ func PacketNATRules(n Names, p *flow.Packet) [][]NetfilterRule {
 // natRules names the rules behind a nat event of packet p, as
 // PacketNATRules does, and for a DNAT another rule that would have chosen
 // elsewhere.
-func natRules(n Names, p *flow.Packet, e *event.Event) []NetfilterRule {
+func natRules(n Context, p *flow.Packet, e *event.Event) []NetfilterRule {
 	rules, _ := natRulesWith(n, e, markBefore(rulesetAt(n, e), p, e), true)
 	return rules
 }
 
 // natRulesWith attributes a nat event whose packet's mark is known as mark,
 // and returns the mark as the hook left it.
-func natRulesWith(n Names, e *event.Event, mark ruleset.Mark, other bool) ([]NetfilterRule, ruleset.Mark) {
+func natRulesWith(n Context, e *event.Event, mark ruleset.Mark, other bool) ([]NetfilterRule, ruleset.Mark) {
 	rs := rulesetAt(n, e)
 	if !ruleset.CrossesNAT(e) {
 		return nil, mark
@@ -202,7 +182,7 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 // traced it to, else, of the hooks it can have been dropped in, the
 // attribution from the ruleset that needs the fewest assumptions, the
 // first hook among equals.
-func dropRules(n Names, e *event.Event, hooks ...event.Hook) []NetfilterRule {
+func dropRules(n Context, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	for _, hook := range hooks {
 		if a := rs.TracedDrop(hook.String(), tracedSteps(n, e, hook, packetTuple(e))); a != nil {
@@ -326,7 +306,7 @@ func (r NetfilterRule) target() string {
 
 // ruleFacts are evidence lines for the named rules: the rule as
 // iptables-save prints it.
-func ruleFacts(n Names, e *event.Event, rules []NetfilterRule) []Evidence {
+func ruleFacts(n Context, e *event.Event, rules []NetfilterRule) []Evidence {
 	var out []Evidence
 	for _, r := range rules {
 		if r.Position == 0 {

@@ -37,7 +37,7 @@ COMMIT
 
 // TestFindingsNameTheirRule: given the namespace's ruleset, each finding
 // names the rule behind the failure, in its summary, its evidence and
-// Finding.Rules; without one, it names none.
+// Finding.NetfilterRules; without one, it names none.
 func TestFindingsNameTheirRule(t *testing.T) {
 	filter, err := ruleset.Parse(filterRules)
 	if err != nil {
@@ -46,7 +46,7 @@ func TestFindingsNameTheirRule(t *testing.T) {
 	n1 := func(name string) map[uint32]*ruleset.Ruleset { return map[uint32]*ruleset.Ruleset{1: rules(t, name)} }
 	for _, tc := range []struct {
 		name     string
-		check    func(*flow.Flow, Names) *Finding
+		check    func(*flow.Flow, Context) *Finding
 		events   []event.Event
 		rulesets map[uint32]*ruleset.Ruleset
 		summary  string
@@ -93,7 +93,7 @@ func TestFindingsNameTheirRule(t *testing.T) {
 			if len(flows) != 1 {
 				t.Fatalf("%d flows", len(flows))
 			}
-			fd := tc.check(flows[0], fixture.Names{Rulesets: tc.rulesets})
+			fd := tc.check(flows[0], fixture.Context{Rulesets: tc.rulesets})
 			if fd == nil {
 				t.Fatal("did not fire")
 			}
@@ -101,7 +101,7 @@ func TestFindingsNameTheirRule(t *testing.T) {
 				t.Errorf("summary lacks %q:\n%s", tc.summary, fd.Summary)
 			}
 			var named []string
-			for _, r := range fd.Rules {
+			for _, r := range fd.NetfilterRules {
 				named = append(named, r.Role+": "+r.Text)
 				if r.Source != SourceRuleset {
 					t.Errorf("source %q", r.Source)
@@ -129,7 +129,7 @@ func TestFindingsNameTheirRule(t *testing.T) {
 // get none.
 func TestPacketNATRules(t *testing.T) {
 	flows := flowsOf(t, fixture.SNATMissing(false))
-	names := fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{1: rules(t, "snat-missing-n1")}}
+	names := fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{1: rules(t, "snat-missing-n1")}}
 	var got []string
 	for _, p := range flows[0].Packets {
 		for i, rs := range PacketNATRules(names, p) {
@@ -187,11 +187,11 @@ func TestFindingsNameTracedRules(t *testing.T) {
 				traces.Add(s)
 			}
 			flows := flowsOf(t, events)
-			fd := droppedByNetfilter(flows[0], fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{2: filter}, Traces: &traces})
-			if fd == nil || len(fd.Rules) != 1 {
+			fd := droppedByNetfilter(flows[0], fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{2: filter}, Traces: &traces})
+			if fd == nil || len(fd.NetfilterRules) != 1 {
 				t.Fatalf("finding %+v", fd)
 			}
-			r := fd.Rules[0]
+			r := fd.NetfilterRules[0]
 			if r.Source != tc.source || r.Text != tc.named || r.Handle != tc.handle {
 				t.Errorf("named %s %q (handle %d), want %s %q (handle %d)", r.Source, r.Text, r.Handle, tc.source, tc.named, tc.handle)
 			}

@@ -9,7 +9,7 @@ import (
 
 // noListener: a SYN reached a host where nothing listens on its port, and
 // the kernel answered with a reset.
-func noListener(f *flow.Flow, n Names) *Finding {
+func noListener(f *flow.Flow, n Context) *Finding {
 	p, rst := find(f, func(p *flow.Packet, e *event.Event) bool {
 		return e.Point == event.PointTCP && e.Kind == event.KindResetSent && isSYN(packetTuple(p.Head()))
 	})

@@ -9,7 +9,7 @@ import (
 
 // noReply: a SYN was sent and retransmitted (or the connect gave up) with
 // nothing coming back, and no rule before this one explains it.
-func noReply(f *flow.Flow, n Names) *Finding {
+func noReply(f *flow.Flow, n Context) *Finding {
 	if hasReply(f) {
 		return nil
 	}
@@ -41,7 +41,7 @@ func noReply(f *flow.Flow, n Names) *Finding {
 // tx)". A drop past the devices (a socket's, in TCP's receive path) has
 // no device and often no namespace of its own: its packet's earlier
 // steps say where it was.
-func lastSeen(n Names, f *flow.Flow, last *event.Event) string {
+func lastSeen(n Context, f *flow.Flow, last *event.Event) string {
 	if last.Point != event.PointDrop {
 		return fmt.Sprintf("on %s (%s %s)", where(n, last), last.Point, lastStep(last))
 	}

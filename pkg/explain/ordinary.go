@@ -12,7 +12,7 @@ import (
 // reason, which reads as a fault it is not; and multicast group management
 // (IGMP, MLD), whatever dropped it, is no connection's loss. It returns ""
 // for any other packet. Timelines label the drop with it; the event itself is unchanged.
-func Ordinary(f *flow.Flow, i int, n Names) string {
+func Ordinary(f *flow.Flow, i int, n Context) string {
 	p := f.Packets[i]
 	last := p.Last()
 	if last.Point != event.PointDrop {

@@ -83,7 +83,7 @@ func TestOrdinary(t *testing.T) {
 				t.Fatalf("%d flows, want 1", len(flows))
 			}
 			f := flows[0]
-			got := Ordinary(f, len(f.Packets)-1, fixture.Names{})
+			got := Ordinary(f, len(f.Packets)-1, fixture.Context{})
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("Ordinary = %q, want %q", got, tc.want)
 			}

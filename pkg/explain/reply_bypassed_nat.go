@@ -11,7 +11,7 @@ import (
 // replyBypassedNAT: a reply reached the client from the real endpoint's
 // address, because it never crossed the conntrack entry of the NAT that
 // translated the request (hairpin, asymmetric path).
-func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
+func replyBypassedNAT(f *flow.Flow, n Context) *Finding {
 	dp, d := dnat(f)
 	if d == nil || !d.HasCT() {
 		return nil
@@ -41,8 +41,8 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 			continue
 		}
 		// Not crossing the entry is the absence of its mark on the reply.
-		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, Rules: natRules(n, dp, d), restsOnAbsence: true}
-		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.Rules)...)
+		fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, NetfilterRules: natRules(n, dp, d), restsOnAbsence: true}
+		fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.NetfilterRules)...)
 		how := "and not SNATed, so"
 		if post := natAt(f.Packets[0], d.Netns, event.HookPostrouting); post != nil {
 			fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
@@ -63,7 +63,7 @@ func replyBypassedNAT(f *flow.Flow, n Names) *Finding {
 			summary += ", which reset it"
 			fd.Evidence = append(fd.Evidence, evidence(n, rst, "%s answered the unexpected reply with a reset", n.NetnsName(clientNetns)))
 		}
-		if c := ruleClause(fd.Rules); c != "" {
+		if c := ruleClause(fd.NetfilterRules); c != "" {
 			summary += "; the DNAT: " + strings.TrimSuffix(c, " decided")
 		}
 		fd.Summary = summary + "."

@@ -9,7 +9,7 @@ import (
 
 // replyDroppedRPFilter: a reply was dropped by reverse-path filtering and
 // no rule before this one found why it came the wrong way.
-func replyDroppedRPFilter(f *flow.Flow, n Names) *Finding {
+func replyDroppedRPFilter(f *flow.Flow, n Context) *Finding {
 	_, drop := find(f, func(p *flow.Packet, e *event.Event) bool {
 		return isReply(f, p) && dropped(n, e, "IP_RPFILTER")
 	})

@@ -25,7 +25,7 @@ type Detail struct {
 
 // NewReport explains a finished flow with a packet, and annotates its
 // packets as d asks.
-func NewReport(f *flow.Flow, n Names, d Detail) *Report {
+func NewReport(f *flow.Flow, n Context, d Detail) *Report {
 	r := &Report{Finding: Explain(f, n), Ordinary: make([]string, len(f.Packets))}
 	for i := range f.Packets {
 		r.Ordinary[i] = Ordinary(f, i, n)

@@ -12,7 +12,7 @@ import (
 // encapsulated without SNAT, with a source the remote side routes back
 // outside the tunnel (the node's own underlay address); the reply then
 // misses the conntrack entry that would undo the DNAT.
-func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
+func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 	p, d := dnat(f)
 	if d == nil {
 		return nil
@@ -70,9 +70,9 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 	notSNATed := "not SNATed in POSTROUTING"
 	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
-		fd.Rules = natRules(n, p, post)
-		fd.Evidence = append(fd.Evidence, ruleFacts(n, post, fd.Rules)...)
-		if c := ruleClause(fd.Rules); c != "" {
+		fd.NetfilterRules = natRules(n, p, post)
+		fd.Evidence = append(fd.Evidence, ruleFacts(n, post, fd.NetfilterRules)...)
+		if c := ruleClause(fd.NetfilterRules); c != "" {
 			notSNATed = "not SNATed in POSTROUTING (" + c + ")"
 		}
 	}
@@ -97,7 +97,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Names) *Finding {
 			rules, _ := netfilterDropRules(n, dropped, replyDrop)
 			if c := ruleClause(rules); c != "" {
 				what = "was dropped by " + strings.TrimSuffix(c, " decided") + " (NETFILTER_DROP)"
-				fd.Rules = append(fd.Rules, rules...)
+				fd.NetfilterRules = append(fd.NetfilterRules, rules...)
 				fd.Evidence = append(fd.Evidence, ruleFacts(n, replyDrop, rules)...)
 			}
 		}

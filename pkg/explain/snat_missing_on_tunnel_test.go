@@ -40,7 +40,7 @@ func TestSNATMissingOnTunnelNamesTheFilterRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	flows := flowsOf(t, evs)
-	fd := snatMissingOnTunnel(flows[0], fixture.Names{Rulesets: map[uint32]*ruleset.Ruleset{1: rs}})
+	fd := snatMissingOnTunnel(flows[0], fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{1: rs}})
 	if fd == nil {
 		t.Fatal("no finding")
 	}
@@ -48,7 +48,7 @@ func TestSNATMissingOnTunnelNamesTheFilterRule(t *testing.T) {
 	if !strings.Contains(fd.Summary, want) {
 		t.Errorf("summary lacks %q: %s", want, fd.Summary)
 	}
-	if len(fd.Rules) == 0 || fd.Rules[len(fd.Rules)-1].Table != "raw" {
-		t.Errorf("the filter rule is not among the finding's rules: %+v", fd.Rules)
+	if len(fd.NetfilterRules) == 0 || fd.NetfilterRules[len(fd.NetfilterRules)-1].Table != "raw" {
+		t.Errorf("the filter rule is not among the finding's rules: %+v", fd.NetfilterRules)
 	}
 }

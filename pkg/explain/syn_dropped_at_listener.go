@@ -8,7 +8,7 @@ import (
 )
 
 // synDroppedAtListener: a SYN reached a listening socket, which dropped it.
-func synDroppedAtListener(f *flow.Flow, n Names) *Finding {
+func synDroppedAtListener(f *flow.Flow, n Context) *Finding {
 	_, s := find(f, func(_ *flow.Packet, e *event.Event) bool {
 		return e.Point == event.PointSYN && e.SYN.Outcome.Dropped()
 	})

@@ -14,7 +14,7 @@ import (
 func FuzzReader(f *testing.F) {
 	dir := f.TempDir()
 	path := dir + "/seed.ntrace"
-	w, err := Create(path, Meta{Nettrace: "fuzz"}, fixture.Names{})
+	w, err := Create(path, Meta{Nettrace: "fuzz"}, fixture.Context{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -21,7 +21,7 @@ type lossSeen struct {
 func TestLossesReplayAsCounted(t *testing.T) {
 	write := func(host string, counts []lossSeen) string {
 		path := filepath.Join(t.TempDir(), host+".ntrace")
-		w, err := Create(path, Meta{Nettrace: "test", Host: host, LossMarks: true, WallNS: 1_000_000, MonoNS: 1_000}, fixture.Names{})
+		w, err := Create(path, Meta{Nettrace: "test", Host: host, LossMarks: true, WallNS: 1_000_000, MonoNS: 1_000}, fixture.Context{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -97,7 +97,7 @@ type diskState struct {
 
 // NewRecorder starts a recording at path (at path.1 when split), readable
 // by its owner only: it holds packet headers from the host.
-func NewRecorder(path string, meta Meta, names Names, opts RecordOptions) (*Recorder, error) {
+func NewRecorder(path string, meta Meta, names Namer, opts RecordOptions) (*Recorder, error) {
 	if opts.QueueBytes <= 0 {
 		opts.QueueBytes = 64 << 20
 	}

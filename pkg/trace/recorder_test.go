@@ -35,7 +35,7 @@ func TestRecorderRotates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "r.ntrace")
 			const fileBytes = 16 << 10
-			r, err := NewRecorder(path, Meta{Nettrace: "test", Host: "n1", DropReasons: fixture.ReasonNames}, fixture.Names{},
+			r, err := NewRecorder(path, Meta{Nettrace: "test", Host: "n1", DropReasons: fixture.ReasonNames}, fixture.Context{},
 				RecordOptions{FileBytes: fileBytes, Files: tc.files})
 			if err != nil {
 				t.Fatal(err)
@@ -123,7 +123,7 @@ func TestRecorderRotates(t *testing.T) {
 func BenchmarkRecorderEvent(b *testing.B) {
 	events := manyEvents(100)
 	r, err := NewRecorder(filepath.Join(b.TempDir(), "bench.ntrace"), Meta{Nettrace: "bench", DropReasons: fixture.ReasonNames},
-		fixture.Names{}, RecordOptions{FileBytes: 100_000_000})
+		fixture.Context{}, RecordOptions{FileBytes: 100_000_000})
 	if err != nil {
 		b.Fatal(err)
 	}

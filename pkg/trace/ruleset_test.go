@@ -37,7 +37,7 @@ const nativeKubeProxy = `table ip kube-proxy { # handle 5
 func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.ntrace")
 	meta := Meta{Nettrace: "test", WallNS: 1_000_000_000_000, MonoNS: 1_000}
-	w, err := Create(path, meta, fixture.Names{})
+	w, err := Create(path, meta, fixture.Context{})
 	if err != nil {
 		t.Fatal(err)
 	}

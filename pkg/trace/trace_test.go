@@ -18,7 +18,7 @@ import (
 func record(t *testing.T, events []event.Event, complete bool) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "r.ntrace")
-	w, err := Create(path, Meta{Nettrace: "test", SnapLen: 128, DropReasons: map[uint32]string{10: "IP_RPFILTER"}}, fixture.Names{})
+	w, err := Create(path, Meta{Nettrace: "test", SnapLen: 128, DropReasons: map[uint32]string{10: "IP_RPFILTER"}}, fixture.Context{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
-// Names gives the names a recording must carry for replay.
-type Names interface {
+// Namer gives the names a recording must carry for replay.
+type Namer interface {
 	NetnsName(ino uint32) string
 	SymbolName(addr uint64) string
 }
@@ -26,7 +26,7 @@ type Writer struct {
 	f       *os.File // nil in a Recorder
 	bw      *bufio.Writer
 	out     io.Writer // bw, or the Recorder's chunk
-	names   Names
+	names   Namer
 	netns   map[uint32]bool
 	symbols map[uint64]bool
 	rec     []byte
@@ -37,7 +37,7 @@ type Writer struct {
 
 // Create starts a recording at path, readable by its owner only: it
 // holds packet headers from the host.
-func Create(path string, meta Meta, names Names) (*Writer, error) {
+func Create(path string, meta Meta, names Namer) (*Writer, error) {
 	f, err := createRecording(path)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func Create(path string, meta Meta, names Names) (*Writer, error) {
 	return w, nil
 }
 
-func newWriter(names Names) *Writer {
+func newWriter(names Namer) *Writer {
 	return &Writer{names: names, netns: map[uint32]bool{}, symbols: map[uint64]bool{},
 		scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+maxPacket)}
 }

@@ -25,7 +25,7 @@ func main() {
 	for k, v := range fixture.ReasonNames {
 		reasons[k] = v
 	}
-	w, err := trace.Create(*out, trace.Meta{Nettrace: "genrec", SnapLen: 128, DropReasons: reasons}, fixture.Names{})
+	w, err := trace.Create(*out, trace.Meta{Nettrace: "genrec", SnapLen: 128, DropReasons: reasons}, fixture.Context{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
