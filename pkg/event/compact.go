@@ -46,41 +46,7 @@ func AppendCompact(b []byte, e *Event) []byte {
 		b = appendTuple(b, &e.CT.Orig)
 		b = appendTuple(b, &e.CT.Reply)
 	}
-	switch e.Point {
-	case PointNAT:
-		if e.Flags&FlagPre != 0 {
-			b = appendTuple(b, &e.NAT.Pre)
-		}
-		b = le.AppendUint32(b, e.NAT.OutIfindex)
-		b = appendName(b, &e.NAT.OutIfname)
-	case PointRoute:
-		b = le.AppendUint32(b, e.Route.Oif)
-		b = appendName(b, &e.Route.OifName)
-		b = appendAddr(b, e.Route.Gateway)
-		b = appendAddr(b, e.Route.Src)
-		b = le.AppendUint32(b, uint32(e.Route.Err))
-		b = le.AppendUint32(b, e.Route.Table)
-	case PointVXLAN:
-		b = le.AppendUint32(b, e.VXLAN.VNI)
-		b = appendAddr(b, e.VXLAN.Remote)
-		b = appendAddr(b, e.VXLAN.Local)
-		b = le.AppendUint16(b, e.VXLAN.Port)
-	case PointSYN:
-		b = appendAddr(b, e.SYN.Listener.Addr())
-		b = le.AppendUint16(b, e.SYN.Listener.Port())
-		b = append(b, byte(e.SYN.Outcome))
-		b = le.AppendUint32(b, e.SYN.AcceptQueue)
-		b = le.AppendUint32(b, e.SYN.AcceptMax)
-		b = le.AppendUint32(b, e.SYN.SYNQueue)
-		b = binary.AppendUvarint(b, e.SYN.ListenDrops)
-		b = binary.AppendUvarint(b, e.SYN.ListenOverfl)
-	case PointDrop:
-		b = le.AppendUint64(b, e.Drop.Location)
-		b = le.AppendUint32(b, e.Drop.Reason)
-	case PointTCP:
-		b = append(b, e.TCP.OldState, e.TCP.NewState)
-		b = le.AppendUint64(b, e.TCP.Cookie)
-	}
+	b = sectionOf(e.Point).appendCompact(b, e)
 	return b
 }
 
@@ -101,34 +67,7 @@ func DecodeCompact(b []byte, e *Event) (int, error) {
 		r.tuple(&e.CT.Orig)
 		r.tuple(&e.CT.Reply)
 	}
-	switch e.Point {
-	case PointNAT:
-		if e.Flags&FlagPre != 0 {
-			r.tuple(&e.NAT.Pre)
-		}
-		e.NAT.OutIfindex = r.u32()
-		r.name(&e.NAT.OutIfname)
-	case PointRoute:
-		e.Route.Oif = r.u32()
-		r.name(&e.Route.OifName)
-		e.Route.Gateway, e.Route.Src = r.addr(), r.addr()
-		e.Route.Err, e.Route.Table = int32(r.u32()), r.u32()
-	case PointVXLAN:
-		e.VXLAN.VNI = r.u32()
-		e.VXLAN.Remote, e.VXLAN.Local = r.addr(), r.addr()
-		e.VXLAN.Port = r.u16()
-	case PointSYN:
-		a := r.addr()
-		e.SYN.Listener = netip.AddrPortFrom(a, r.u16())
-		e.SYN.Outcome = SYNOutcome(r.u8())
-		e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue = r.u32(), r.u32(), r.u32()
-		e.SYN.ListenDrops, e.SYN.ListenOverfl = r.uvarint(), r.uvarint()
-	case PointDrop:
-		e.Drop.Location, e.Drop.Reason = r.u64(), r.u32()
-	case PointTCP:
-		e.TCP.OldState, e.TCP.NewState = r.u8(), r.u8()
-		e.TCP.Cookie = r.u64()
-	}
+	sectionOf(e.Point).readCompact(&r, e)
 	if r.short {
 		return 0, ErrCompactCorrupt
 	}

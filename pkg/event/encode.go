@@ -38,41 +38,7 @@ func Encode(e *Event, dst []byte) int {
 		encodeTuple(ct[24+narrow.tupleSize:], &e.CT.Reply)
 	}
 	p := b[narrow.payload:narrow.skbSeen]
-	switch e.Point {
-	case PointNAT:
-		if e.Flags&FlagPre != 0 {
-			encodeTuple(p, &e.NAT.Pre)
-		}
-		le.PutUint32(p[16:], e.NAT.OutIfindex)
-		copy(p[24:40], e.NAT.OutIfname[:])
-	case PointRoute:
-		le.PutUint32(p[0:], e.Route.Oif)
-		putAddr4(p[4:8], e.Route.Gateway)
-		putAddr4(p[8:12], e.Route.Src)
-		le.PutUint32(p[12:], uint32(e.Route.Err))
-		le.PutUint32(p[16:], e.Route.Table)
-		copy(p[24:40], e.Route.OifName[:])
-	case PointVXLAN:
-		le.PutUint32(p[0:], e.VXLAN.VNI)
-		putAddr4(p[4:8], e.VXLAN.Remote)
-		putAddr4(p[8:12], e.VXLAN.Local)
-		le.PutUint16(p[12:], e.VXLAN.Port)
-	case PointSYN:
-		putAddr4(p[0:4], e.SYN.Listener.Addr())
-		le.PutUint16(p[4:], e.SYN.Listener.Port())
-		p[6] = byte(e.SYN.Outcome)
-		le.PutUint32(p[8:], e.SYN.AcceptQueue)
-		le.PutUint32(p[12:], e.SYN.AcceptMax)
-		le.PutUint32(p[16:], e.SYN.SYNQueue)
-		le.PutUint64(p[24:], e.SYN.ListenOverfl)
-		le.PutUint64(p[32:], e.SYN.ListenDrops)
-	case PointDrop:
-		le.PutUint64(p[0:], e.Drop.Location)
-		le.PutUint32(p[8:], e.Drop.Reason)
-	case PointTCP:
-		p[0], p[1] = e.TCP.OldState, e.TCP.NewState
-		le.PutUint64(p[8:], e.TCP.Cookie)
-	}
+	sectionOf(e.Point).encode(e, p)
 	n := RecordSize + len(block)
 	return n + copy(dst[n:], e.Packet)
 }

@@ -17,8 +17,12 @@ import (
 const FlagIPv6 = 0x80
 
 // addrSlots is how many addresses an event holds: its tuple's, its inner
-// tuple's, its conntrack tuples', and two of its point's payload.
-const addrSlots = 12
+// tuple's, its conntrack tuples', and from payloadSlot its point's
+// payload's (slots past those are spare).
+const (
+	addrSlots   = 12
+	payloadSlot = 8
+)
 
 // MaxIPv6Block is the largest block Encode appends.
 const MaxIPv6Block = 2 + 16*addrSlots
@@ -29,16 +33,8 @@ var errIPv6Block = errors.New("event record's IPv6 address block is cut short")
 func (e *Event) addrs() [addrSlots]netip.Addr {
 	a := [addrSlots]netip.Addr{e.Tuple.Src, e.Tuple.Dst, e.Inner.Src, e.Inner.Dst,
 		e.CT.Orig.Src, e.CT.Orig.Dst, e.CT.Reply.Src, e.CT.Reply.Dst}
-	switch e.Point {
-	case PointNAT:
-		a[8], a[9] = e.NAT.Pre.Src, e.NAT.Pre.Dst
-	case PointRoute:
-		a[8], a[9] = e.Route.Gateway, e.Route.Src
-	case PointVXLAN:
-		a[8], a[9] = e.VXLAN.Remote, e.VXLAN.Local
-	case PointSYN:
-		a[8] = e.SYN.Listener.Addr()
-	}
+	payload := sectionOf(e.Point).addrs(e)
+	copy(a[payloadSlot:], payload[:])
 	return a
 }
 
@@ -50,21 +46,8 @@ func (e *Event) setAddr(i int, a netip.Addr) {
 		*slots[i] = a
 		return
 	}
-	switch {
-	case e.Point == PointNAT && i == 8:
-		e.NAT.Pre.Src = a
-	case e.Point == PointNAT && i == 9:
-		e.NAT.Pre.Dst = a
-	case e.Point == PointRoute && i == 8:
-		e.Route.Gateway = a
-	case e.Point == PointRoute && i == 9:
-		e.Route.Src = a
-	case e.Point == PointVXLAN && i == 8:
-		e.VXLAN.Remote = a
-	case e.Point == PointVXLAN && i == 9:
-		e.VXLAN.Local = a
-	case e.Point == PointSYN && i == 8:
-		e.SYN.Listener = netip.AddrPortFrom(a, e.SYN.Listener.Port())
+	if i -= payloadSlot; i < payloadAddrs {
+		sectionOf(e.Point).setAddr(e, i, a)
 	}
 }
 

@@ -7,32 +7,24 @@ import "net/netip"
 // and the wide one (four words per address). The header (time to device
 // name) and the drop and tcp payloads are the same in both.
 type layout struct {
+	form                                     int // formNarrow or formWide: which of a section's offsets apply
 	size, tuple, inner, ct, payload, skbSeen int
 	tupleSize, addrSize                      int
 	ctTuples                                 int // within the conntrack section
-	natOutIfindex, natOutIfname              int
-	routeOif, routeErr, routeGateway         int
-	routeSrc, routeTable, routeOifname       int
-	vxlanVNI, vxlanRemote, vxlanLocal        int
-	vxlanPort                                int
-	synAddr, synPort, synOutcome             int
-	synAcceptQueue, synAcceptMax, synQueue   int
-	synOverflows, synDrops                   int
 }
 
-var narrow = layout{size: RecordSize, tuple: 48, inner: 64, ct: 80, payload: 136, skbSeen: 176,
-	tupleSize: 16, addrSize: 4, ctTuples: 24,
-	natOutIfindex: 16, natOutIfname: 24,
-	routeOif: 0, routeGateway: 4, routeSrc: 8, routeErr: 12, routeTable: 16, routeOifname: 24,
-	vxlanVNI: 0, vxlanRemote: 4, vxlanLocal: 8, vxlanPort: 12,
-	synAddr: 0, synPort: 4, synOutcome: 6, synAcceptQueue: 8, synAcceptMax: 12, synQueue: 16, synOverflows: 24, synDrops: 32}
+// The record forms, indexing each section's offsets.
+const (
+	formNarrow = iota
+	formWide
+	forms
+)
 
-var wide = layout{size: WideRecordSize, tuple: 48, inner: 88, ct: 128, payload: 232, skbSeen: 296,
-	tupleSize: 40, addrSize: 16, ctTuples: 24,
-	natOutIfindex: 40, natOutIfname: 48,
-	routeOif: 0, routeErr: 4, routeGateway: 8, routeSrc: 24, routeTable: 40, routeOifname: 48,
-	vxlanVNI: 0, vxlanRemote: 4, vxlanLocal: 20, vxlanPort: 36,
-	synAddr: 0, synPort: 16, synOutcome: 18, synAcceptQueue: 20, synAcceptMax: 24, synQueue: 28, synOverflows: 40, synDrops: 48}
+var narrow = layout{form: formNarrow, size: RecordSize, tuple: 48, inner: 64, ct: 80, payload: 136, skbSeen: 176,
+	tupleSize: 16, addrSize: 4, ctTuples: 24}
+
+var wide = layout{form: formWide, size: WideRecordSize, tuple: 48, inner: 88, ct: 128, payload: 232, skbSeen: 296,
+	tupleSize: 40, addrSize: 16, ctTuples: 24}
 
 // addr reads an address; a wide one is IPv6 when its tuple says so.
 func (l *layout) addr(b []byte, ipv6 bool) netip.Addr {
@@ -91,39 +83,5 @@ func (l *layout) decode(b []byte, e *Event, packetAt int) {
 	}
 	// The payload's addresses have the family of the event's tuple.
 	p := b[l.payload:l.skbSeen]
-	switch e.Point {
-	case PointNAT:
-		if e.Flags&FlagPre != 0 {
-			l.tupleOf(p, &e.NAT.Pre)
-		}
-		e.NAT.OutIfindex = le.Uint32(p[l.natOutIfindex:])
-		copy(e.NAT.OutIfname[:], p[l.natOutIfname:l.natOutIfname+16])
-	case PointRoute:
-		e.Route.Oif = le.Uint32(p[l.routeOif:])
-		e.Route.Err = int32(le.Uint32(p[l.routeErr:]))
-		e.Route.Gateway = l.addr(p[l.routeGateway:], ipv6)
-		e.Route.Src = l.addr(p[l.routeSrc:], ipv6)
-		e.Route.Table = le.Uint32(p[l.routeTable:])
-		copy(e.Route.OifName[:], p[l.routeOifname:l.routeOifname+16])
-	case PointVXLAN:
-		e.VXLAN.VNI = le.Uint32(p[l.vxlanVNI:])
-		e.VXLAN.Remote = l.addr(p[l.vxlanRemote:], ipv6)
-		e.VXLAN.Local = l.addr(p[l.vxlanLocal:], ipv6)
-		e.VXLAN.Port = le.Uint16(p[l.vxlanPort:])
-	case PointSYN:
-		e.SYN.Listener = netip.AddrPortFrom(l.addr(p[l.synAddr:], ipv6), le.Uint16(p[l.synPort:]))
-		e.SYN.Outcome = SYNOutcome(p[l.synOutcome])
-		e.SYN.AcceptQueue = le.Uint32(p[l.synAcceptQueue:])
-		e.SYN.AcceptMax = le.Uint32(p[l.synAcceptMax:])
-		e.SYN.SYNQueue = le.Uint32(p[l.synQueue:])
-		e.SYN.ListenOverfl = le.Uint64(p[l.synOverflows:])
-		e.SYN.ListenDrops = le.Uint64(p[l.synDrops:])
-	case PointDrop:
-		e.Drop.Location = le.Uint64(p[0:])
-		e.Drop.Reason = le.Uint32(p[8:])
-	case PointTCP:
-		e.TCP.OldState = p[0]
-		e.TCP.NewState = p[1]
-		e.TCP.Cookie = le.Uint64(p[8:])
-	}
+	sectionOf(e.Point).decode(e, p, l, ipv6)
 }

@@ -1,0 +1,122 @@
+package event
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+)
+
+// SYNOutcome is what a listener did with a SYN.
+type SYNOutcome uint8
+
+// SYN outcomes (enum nt_syn_outcome).
+const (
+	SYNQueued          SYNOutcome = 1
+	SYNDropAcceptQueue SYNOutcome = 2
+	SYNDropSYNQueue    SYNOutcome = 3
+	SYNDropOther       SYNOutcome = 4
+	SYNDropListenDrops SYNOutcome = 5 // seen in user space: ListenDrops moved, cause unknown
+	SYNDropUnanswered  SYNOutcome = 6 // consumed by the listener without a SYN-ACK, queues unknown
+	// SYNCookie: the SYN queue was full and a syncookie answered the SYN.
+	// Not a drop: the connection is made when the client's ACK returns the
+	// cookie (unless the accept queue is full by then).
+	SYNCookie SYNOutcome = 7
+)
+
+var synOutcomeNames = map[SYNOutcome]string{
+	SYNQueued: "queued", SYNDropAcceptQueue: "dropped: accept queue full",
+	SYNDropSYNQueue: "dropped: SYN queue full", SYNDropOther: "dropped: no request created (PAWS, LSM or memory)",
+	SYNDropListenDrops: "dropped by the listener (ListenDrops)",
+	SYNDropUnanswered:  "dropped by the listener (no SYN-ACK)",
+	SYNCookie:          "answered with a syncookie (SYN queue full)",
+}
+
+func (o SYNOutcome) String() string {
+	if n, ok := synOutcomeNames[o]; ok {
+		return n
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// Dropped says whether the outcome is a drop.
+func (o SYNOutcome) Dropped() bool { return o != SYNQueued && o != SYNCookie && o != 0 }
+
+// SYN is the payload of a syn event: what a listener did with a SYN, and
+// its queues then.
+type SYN struct {
+	Listener     netip.AddrPort
+	Outcome      SYNOutcome
+	AcceptQueue  uint32
+	AcceptMax    uint32
+	SYNQueue     uint32
+	ListenDrops  uint64 // counter deltas in the listener's netns (user-space method)
+	ListenOverfl uint64
+}
+
+type synSection struct{}
+
+// synOffsets are where struct nt_syn keeps its fields, in the narrow
+// record and the wide one.
+var synOffsets = [forms]struct{ addr, port, outcome, acceptQueue, acceptMax, synQueue, overflows, drops int }{
+	formNarrow: {addr: 0, port: 4, outcome: 6, acceptQueue: 8, acceptMax: 12, synQueue: 16, overflows: 24, drops: 32},
+	formWide:   {addr: 0, port: 16, outcome: 18, acceptQueue: 20, acceptMax: 24, synQueue: 28, overflows: 40, drops: 48},
+}
+
+func (synSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
+	o := synOffsets[l.form]
+	e.SYN.Listener = netip.AddrPortFrom(l.addr(p[o.addr:], ipv6), le.Uint16(p[o.port:]))
+	e.SYN.Outcome = SYNOutcome(p[o.outcome])
+	e.SYN.AcceptQueue = le.Uint32(p[o.acceptQueue:])
+	e.SYN.AcceptMax = le.Uint32(p[o.acceptMax:])
+	e.SYN.SYNQueue = le.Uint32(p[o.synQueue:])
+	e.SYN.ListenOverfl = le.Uint64(p[o.overflows:])
+	e.SYN.ListenDrops = le.Uint64(p[o.drops:])
+}
+
+func (synSection) encode(e *Event, p []byte) {
+	o := synOffsets[formNarrow]
+	putAddr4(p[o.addr:o.addr+4], e.SYN.Listener.Addr())
+	le.PutUint16(p[o.port:], e.SYN.Listener.Port())
+	p[o.outcome] = byte(e.SYN.Outcome)
+	le.PutUint32(p[o.acceptQueue:], e.SYN.AcceptQueue)
+	le.PutUint32(p[o.acceptMax:], e.SYN.AcceptMax)
+	le.PutUint32(p[o.synQueue:], e.SYN.SYNQueue)
+	le.PutUint64(p[o.overflows:], e.SYN.ListenOverfl)
+	le.PutUint64(p[o.drops:], e.SYN.ListenDrops)
+}
+
+func (synSection) appendCompact(b []byte, e *Event) []byte {
+	b = appendAddr(b, e.SYN.Listener.Addr())
+	b = le.AppendUint16(b, e.SYN.Listener.Port())
+	b = append(b, byte(e.SYN.Outcome))
+	b = le.AppendUint32(b, e.SYN.AcceptQueue)
+	b = le.AppendUint32(b, e.SYN.AcceptMax)
+	b = le.AppendUint32(b, e.SYN.SYNQueue)
+	b = binary.AppendUvarint(b, e.SYN.ListenDrops)
+	return binary.AppendUvarint(b, e.SYN.ListenOverfl)
+}
+
+func (synSection) readCompact(r *compactReader, e *Event) {
+	a := r.addr()
+	e.SYN.Listener = netip.AddrPortFrom(a, r.u16())
+	e.SYN.Outcome = SYNOutcome(r.u8())
+	e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue = r.u32(), r.u32(), r.u32()
+	e.SYN.ListenDrops, e.SYN.ListenOverfl = r.uvarint(), r.uvarint()
+}
+
+func (synSection) addrs(e *Event) [payloadAddrs]netip.Addr {
+	return [payloadAddrs]netip.Addr{e.SYN.Listener.Addr()}
+}
+
+func (synSection) setAddr(e *Event, i int, a netip.Addr) {
+	if i == 0 {
+		e.SYN.Listener = netip.AddrPortFrom(a, e.SYN.Listener.Port())
+	}
+}
+
+func (synSection) sample(base Event) Event {
+	base.Point, base.Kind = PointSYN, KindSYN
+	base.SYN = SYN{Listener: netip.AddrPortFrom(base.Tuple.Dst, base.Tuple.Dport), Outcome: SYNDropAcceptQueue,
+		AcceptQueue: 3, AcceptMax: 2, SYNQueue: 1, ListenDrops: 5, ListenOverfl: 4}
+	return base
+}

@@ -1,0 +1,43 @@
+package event
+
+import "net/netip"
+
+// TCP is the payload of a tcp event: a socket's state change, reset or
+// SYN-ACK retransmit. The same in the narrow and the wide record.
+type TCP struct {
+	OldState uint8
+	NewState uint8
+	Cookie   uint64 // the socket's cookie: unique for the life of the kernel
+}
+
+type tcpSection struct{}
+
+func (tcpSection) decode(e *Event, p []byte, _ *layout, _ bool) {
+	e.TCP.OldState = p[0]
+	e.TCP.NewState = p[1]
+	e.TCP.Cookie = le.Uint64(p[8:])
+}
+
+func (tcpSection) encode(e *Event, p []byte) {
+	p[0], p[1] = e.TCP.OldState, e.TCP.NewState
+	le.PutUint64(p[8:], e.TCP.Cookie)
+}
+
+func (tcpSection) appendCompact(b []byte, e *Event) []byte {
+	b = append(b, e.TCP.OldState, e.TCP.NewState)
+	return le.AppendUint64(b, e.TCP.Cookie)
+}
+
+func (tcpSection) readCompact(r *compactReader, e *Event) {
+	e.TCP.OldState, e.TCP.NewState = r.u8(), r.u8()
+	e.TCP.Cookie = r.u64()
+}
+
+func (tcpSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
+func (tcpSection) setAddr(*Event, int, netip.Addr)           {}
+
+func (tcpSection) sample(base Event) Event {
+	base.Point, base.Kind, base.Packet = PointTCP, KindTCPState, nil
+	base.TCP = TCP{OldState: 2, NewState: 7, Cookie: 0xffff8880}
+	return base
+}
