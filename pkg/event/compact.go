@@ -46,7 +46,7 @@ func AppendCompact(b []byte, e *Event) []byte {
 		b = appendTuple(b, &e.CT.Orig)
 		b = appendTuple(b, &e.CT.Reply)
 	}
-	b = sectionOf(e.Point).appendCompact(b, e)
+	b = appendCompactSection(b, e)
 	return b
 }
 
@@ -67,7 +67,7 @@ func DecodeCompact(b []byte, e *Event) (int, error) {
 		r.tuple(&e.CT.Orig)
 		r.tuple(&e.CT.Reply)
 	}
-	sectionOf(e.Point).readCompact(&r, e)
+	readCompactSection(&r, e)
 	if r.short {
 		return 0, ErrCompactCorrupt
 	}

@@ -38,7 +38,7 @@ func Encode(e *Event, dst []byte) int {
 		encodeTuple(ct[24+narrow.tupleSize:], &e.CT.Reply)
 	}
 	p := b[narrow.payload:narrow.skbSeen]
-	sectionOf(e.Point).encode(e, p)
+	encodeSection(e, p)
 	n := RecordSize + len(block)
 	return n + copy(dst[n:], e.Packet)
 }

@@ -19,7 +19,9 @@ func sampleEvents() map[string]Event {
 	base.Inner = tup.Reverse()
 	cases := map[string]Event{}
 	for _, p := range Points {
-		cases[p.String()] = sectionOf(p).sample(base)
+		if int(p) < len(sections) && sections[p] != nil {
+			cases[p.String()] = sections[p].sample(base)
+		}
 	}
 
 	tup6 := Tuple{Src: ip("fd00:10:244:1::50"), Dst: ip("fd00:10:96::10"), Sport: 40000, Dport: 80, Proto: ProtoTCP, TCPFlags: 2}
@@ -27,19 +29,20 @@ func sampleEvents() map[string]Event {
 	base6.Tuple, base6.Inner, base6.Flags = tup6, Tuple{}, FlagCT
 	base6.CT.Orig, base6.CT.Reply = tup6, tup6.Reverse()
 	base6.Packet = []byte{0x60, 0, 0, 0}
-	cases["nat, IPv6"] = sectionOf(PointNAT).sample(base6)
-	cases["syn, IPv6"] = sectionOf(PointSYN).sample(base6)
-	route6 := sectionOf(PointRoute).sample(base6)
+	cases["nat, IPv6"] = sections[PointNAT].sample(base6)
+	cases["syn, IPv6"] = sections[PointSYN].sample(base6)
+	route6 := sections[PointRoute].sample(base6)
 	route6.Route.Gateway = ip("fe80::1")
 	cases["route, IPv6"] = route6
-	vx6 := sectionOf(PointVXLAN).sample(base)
+	vx6 := sections[PointVXLAN].sample(base)
 	vx6.Flags, vx6.Inner, vx6.CT = FlagInner, tup6, Conntrack{} // IPv6 inside an IPv4 underlay
 	cases["vxlan, IPv6 inside IPv4"] = vx6
 	return cases
 }
 
 // Every point has a section, whose sample is an event of the point with
-// its payload set: a new point without one fails here.
+// its payload set: a new point without one fails here, and one the hot
+// paths' dispatch (section.go) misses fails the round trips of the samples.
 func TestEveryPointHasASection(t *testing.T) {
 	for _, p := range Points {
 		if int(p) >= len(sections) || sections[p] == nil {

@@ -83,5 +83,5 @@ func (l *layout) decode(b []byte, e *Event, packetAt int) {
 	}
 	// The payload's addresses have the family of the event's tuple.
 	p := b[l.payload:l.skbSeen]
-	sectionOf(e.Point).decode(e, p, l, ipv6)
+	decodeSection(e, p, l, ipv6)
 }
