@@ -2,8 +2,6 @@ package output
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -21,75 +19,7 @@ func addrPort(t event.Tuple, source bool) string {
 // (nil when unknown) names the hook of the request's translation a
 // reply's undoes.
 func (n Names) Step(f *flow.Flow, e *event.Event) string {
-	switch e.Point {
-	case event.PointNAT:
-		if e.Flags&event.FlagPre == 0 {
-			return "NAT hook (state before unknown)"
-		}
-		pre, post := e.NAT.Pre, e.Tuple
-		var parts []string
-		for _, t := range []event.Translation{event.TranslationDNAT, event.TranslationSNAT, event.TranslationUnDNAT, event.TranslationUnSNAT} {
-			if e.Translation()&t == 0 {
-				continue
-			}
-			switch t {
-			case event.TranslationDNAT:
-				parts = append(parts, "DNAT "+addrPort(pre, false)+" -> "+addrPort(post, false))
-			case event.TranslationSNAT:
-				parts = append(parts, "SNAT "+addrPort(pre, true)+" -> "+addrPort(post, true))
-			case event.TranslationUnDNAT:
-				parts = append(parts, "reply restored: "+addrPort(pre, true)+" -> "+addrPort(post, true)+
-					" (undoes the DNAT"+requestHook(f, e.Netns, event.TranslationDNAT)+")")
-			case event.TranslationUnSNAT:
-				parts = append(parts, "reply restored: "+addrPort(pre, false)+" -> "+addrPort(post, false)+
-					" (undoes the SNAT"+requestHook(f, e.Netns, event.TranslationSNAT)+")")
-			}
-		}
-		if len(parts) == 0 {
-			return "no NAT"
-		}
-		s := strings.Join(parts, ", ")
-		if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
-			s += ", route via " + out
-		}
-		return s
-	case event.PointRoute:
-		s := "route via " + e.Route.OifName.String()
-		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
-			s += " gw " + g.String()
-		}
-		if e.Route.Err != 0 {
-			s += fmt.Sprintf(" (error %d)", e.Route.Err)
-		}
-		return s
-	case event.PointVXLAN:
-		if e.Kind == event.KindVXLANEnter {
-			return "into vxlan device"
-		}
-		return "vxlan VNI " + strconv.FormatUint(uint64(e.VXLAN.VNI), 10) + " " + e.VXLAN.Local.String() + " -> VTEP " + e.VXLAN.Remote.String()
-	case event.PointSYN:
-		s := fmt.Sprintf("listener %s: %s", e.SYN.Listener, e.SYN.Outcome)
-		if e.SYN.AcceptMax > 0 {
-			s += fmt.Sprintf(" (accept queue %d/%d)", e.SYN.AcceptQueue, e.SYN.AcceptMax)
-		}
-		return s
-	case event.PointDrop:
-		return "DROPPED " + n.dropReason(e.Drop.Reason) + " at " + n.symbol(e.Drop.Location)
-	case event.PointDev:
-		return e.Kind.String()
-	case event.PointTCP:
-		switch e.Kind {
-		case event.KindTCPState:
-			return event.TCPStateName(e.TCP.OldState) + " -> " + event.TCPStateName(e.TCP.NewState)
-		case event.KindResetSent:
-			return "reset sent"
-		case event.KindResetReceived:
-			return "reset received"
-		case event.KindSynAckRetransmit:
-			return "SYN-ACK retransmitted"
-		}
-	}
-	return e.Kind.String()
+	return viewOf(e.Point).step(n, f, e)
 }
 
 // requestHook is " at HOOK" of the flow's translation t in a namespace,

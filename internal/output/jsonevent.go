@@ -57,48 +57,12 @@ func (n Names) AppendEvent(b []byte, e *event.Event) []byte {
 
 // appendPayload appends the object of the event's point, when it has one.
 func (n Names) appendPayload(b []byte, o *jsonObject, e *event.Event) []byte {
-	var p jsonObject
-	switch e.Point {
-	case event.PointRoute:
-		b = p.str(o.key(b, "route"), "dev", e.Route.OifName.String())
-		b = p.uint(b, "ifindex", uint64(e.Route.Oif))
-		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
-			b = p.str(b, "gateway", g.String())
-		}
-		if s := e.Route.Src; s.IsValid() && !s.IsUnspecified() {
-			b = p.str(b, "src", s.String())
-		}
-		b = strconv.AppendInt(p.key(b, "err"), int64(e.Route.Err), 10)
-		b = p.uintOmit(b, "table", uint64(e.Route.Table))
-	case event.PointVXLAN:
-		b = p.uint(o.key(b, "vxlan"), "vni", uint64(e.VXLAN.VNI))
-		b = p.str(b, "remote", e.VXLAN.Remote.String())
-		b = p.str(b, "local", e.VXLAN.Local.String())
-		b = p.uintOmit(b, "port", uint64(e.VXLAN.Port))
-	case event.PointSYN:
-		s := &e.SYN
-		b = p.str(o.key(b, "syn"), "listener", s.Listener.String())
-		b = p.str(b, "outcome", s.Outcome.String())
-		b = strconv.AppendBool(p.key(b, "dropped"), s.Outcome.Dropped())
-		b = p.uint(b, "accept_queue", uint64(s.AcceptQueue))
-		b = p.uint(b, "accept_max", uint64(s.AcceptMax))
-		b = p.uint(b, "syn_queue", uint64(s.SYNQueue))
-		b = p.uintOmit(b, "listen_drops", s.ListenDrops)
-		b = p.uintOmit(b, "listen_overflows", s.ListenOverfl)
-	case event.PointDrop:
-		b = p.str(o.key(b, "drop"), "reason", n.dropReason(e.Drop.Reason))
-		b = p.str(b, "location", n.symbol(e.Drop.Location))
-	case event.PointTCP:
-		b = o.key(b, "tcp")
-		if e.Kind == event.KindTCPState {
-			b = p.strOmit(b, "old_state", event.TCPStateName(e.TCP.OldState))
-			b = p.strOmit(b, "new_state", event.TCPStateName(e.TCP.NewState))
-		}
-		b = p.uintOmit(b, "cookie", e.TCP.Cookie)
-	default:
+	v := viewOf(e.Point)
+	key := v.jsonKey()
+	if key == "" {
 		return b
 	}
-	return p.close(b)
+	return v.appendJSON(o.key(b, key), n, e)
 }
 
 func appendTuple(b []byte, t event.Tuple) []byte {

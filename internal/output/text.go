@@ -120,54 +120,7 @@ func (t *Text) Event(e *event.Event) error {
 		what = e.Point.String() + " " + e.Hook.String()
 	}
 	var detail []string
-	switch e.Point {
-	case event.PointNAT:
-		if e.Flags&event.FlagPre != 0 && bareTuple(e.NAT.Pre) != bareTuple(e.Tuple) {
-			detail = append(detail, FormatTuple(e.NAT.Pre), "->", FormatTuple(e.Tuple))
-		} else {
-			detail = append(detail, FormatTuple(e.Tuple))
-		}
-		if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPostrouting) {
-			detail = append(detail, "out "+out)
-		}
-	case event.PointRoute:
-		detail = append(detail, FormatTuple(e.Tuple), "via "+e.Route.OifName.String())
-		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
-			detail = append(detail, "gw "+g.String())
-		}
-		if e.Route.Err != 0 {
-			detail = append(detail, fmt.Sprintf("err %d", e.Route.Err))
-		}
-	case event.PointVXLAN:
-		if e.HasInner() {
-			detail = append(detail, FormatTuple(e.Inner))
-		} else {
-			detail = append(detail, FormatTuple(e.Tuple))
-		}
-		if e.Kind == event.KindVXLANEncap {
-			detail = append(detail, fmt.Sprintf("vni %d vtep %s -> %s", e.VXLAN.VNI, e.VXLAN.Local, e.VXLAN.Remote))
-		}
-	case event.PointSYN:
-		detail = append(detail, FormatTuple(e.Tuple), fmt.Sprintf("listener %s: %s", e.SYN.Listener, e.SYN.Outcome))
-		if e.SYN.AcceptMax > 0 {
-			detail = append(detail, fmt.Sprintf("(accept queue %d/%d, syn queue %d)", e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue))
-		}
-		if e.SYN.ListenDrops > 0 || e.SYN.ListenOverfl > 0 {
-			detail = append(detail, fmt.Sprintf("ListenOverflows +%d ListenDrops +%d", e.SYN.ListenOverfl, e.SYN.ListenDrops))
-		}
-	case event.PointDrop:
-		detail = append(detail, FormatTuple(e.Tuple), "dropped: "+t.names.dropReason(e.Drop.Reason), "at "+t.names.symbol(e.Drop.Location))
-	case event.PointDev:
-		detail = append(detail, FormatTuple(e.Tuple))
-		if e.HasInner() {
-			detail = append(detail, "inner "+FormatTuple(e.Inner))
-		}
-	case event.PointTCP:
-		detail = append(detail, FormatTuple(e.Tuple))
-		if e.Kind == event.KindTCPState {
-			detail = append(detail, event.TCPStateName(e.TCP.OldState)+" -> "+event.TCPStateName(e.TCP.NewState))
-		}
-	}
+	detail = viewOf(e.Point).detail(t.names, e, detail)
 	if ct := t.ctRef(e); ct != "" {
 		detail = append(detail, ct)
 	}

@@ -1,0 +1,60 @@
+package output
+
+import (
+	"strings"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// natView shows the nat point: a NAT hook's tuple before and after, and the route device after it.
+type natView struct{}
+
+func (natView) step(_ Names, f *flow.Flow, e *event.Event) string {
+	if e.Flags&event.FlagPre == 0 {
+		return "NAT hook (state before unknown)"
+	}
+	pre, post := e.NAT.Pre, e.Tuple
+	var parts []string
+	for _, t := range []event.Translation{event.TranslationDNAT, event.TranslationSNAT, event.TranslationUnDNAT, event.TranslationUnSNAT} {
+		if e.Translation()&t == 0 {
+			continue
+		}
+		switch t {
+		case event.TranslationDNAT:
+			parts = append(parts, "DNAT "+addrPort(pre, false)+" -> "+addrPort(post, false))
+		case event.TranslationSNAT:
+			parts = append(parts, "SNAT "+addrPort(pre, true)+" -> "+addrPort(post, true))
+		case event.TranslationUnDNAT:
+			parts = append(parts, "reply restored: "+addrPort(pre, true)+" -> "+addrPort(post, true)+
+				" (undoes the DNAT"+requestHook(f, e.Netns, event.TranslationDNAT)+")")
+		case event.TranslationUnSNAT:
+			parts = append(parts, "reply restored: "+addrPort(pre, false)+" -> "+addrPort(post, false)+
+				" (undoes the SNAT"+requestHook(f, e.Netns, event.TranslationSNAT)+")")
+		}
+	}
+	if len(parts) == 0 {
+		return "no NAT"
+	}
+	s := strings.Join(parts, ", ")
+	if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPrerouting) {
+		s += ", route via " + out
+	}
+	return s
+}
+
+func (natView) detail(_ Names, e *event.Event, detail []string) []string {
+	if e.Flags&event.FlagPre != 0 && bareTuple(e.NAT.Pre) != bareTuple(e.Tuple) {
+		detail = append(detail, FormatTuple(e.NAT.Pre), "->", FormatTuple(e.Tuple))
+	} else {
+		detail = append(detail, FormatTuple(e.Tuple))
+	}
+	if out := e.NAT.OutIfname.String(); out != "" && (e.Hook == event.HookOutput || e.Hook == event.HookPostrouting) {
+		detail = append(detail, "out "+out)
+	}
+	return detail
+}
+
+func (natView) jsonKey() string { return "" }
+
+func (natView) appendJSON(b []byte, _ Names, _ *event.Event) []byte { return b }
