@@ -331,13 +331,7 @@ func (p *Pipeline) writeRendered() {
 
 // writeFlow counts a rendered flow's finding and writes its text.
 func (p *Pipeline) writeFlow(y renderedFlow) {
-	if y.rule != "" {
-		p.findings[y.rule]++
-		p.found.Add(1)
-		if p.flight != nil {
-			p.flight.finding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
-		}
-	}
+	p.countFinding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
 	if y.text == nil {
 		return
 	}
@@ -427,15 +421,24 @@ func (p *Pipeline) explain(f *flow.Flow) *explain.Report {
 	return explain.NewReport(f, p.names, p.detail)
 }
 
+// countFinding counts a finished flow's finding, if it has one ("" rule),
+// and tells the flight recorder: the one place findings are counted,
+// whether flows are shown in place (show) or on their goroutines
+// (writeFlow).
+func (p *Pipeline) countFinding(x flightFinding) {
+	if x.rule == "" {
+		return
+	}
+	p.findings[x.rule]++
+	p.found.Add(1)
+	if p.flight != nil {
+		p.flight.finding(x)
+	}
+}
+
 // show counts a finished flow's finding and writes the flow.
 func (p *Pipeline) show(f *flow.Flow, r *explain.Report) error {
-	if rule := r.Rule(); rule != "" {
-		p.findings[rule]++
-		p.found.Add(1)
-		if p.flight != nil {
-			p.flight.finding(flightFinding{rule: rule, flow: f.ID, start: f.Start, end: f.End})
-		}
-	}
+	p.countFinding(flightFinding{rule: r.Rule(), flow: f.ID, start: f.Start, end: f.End})
 	if r == nil || p.w == nil {
 		return nil
 	}
