@@ -159,6 +159,15 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 			{"cookie", func(e *event.Event) uint64 { return e.TCP.Cookie }},
 		}},
 	}
+	checked := map[event.Point]bool{event.PointDev: true} // dev events have no payload
+	for _, p := range payloads {
+		checked[p.point] = true
+	}
+	for _, p := range event.Points {
+		if !checked[p] {
+			t.Errorf("point %s: its payload is not checked against the BTF", p)
+		}
+	}
 	for _, p := range payloads {
 		for i, f := range p.fields {
 			off, size := offsetOf(p.payload, f.member)
