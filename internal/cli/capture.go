@@ -51,7 +51,7 @@ type capture struct {
 	first     []ruleset.Snapshot // the rulesets when watching began
 	tracer    *ruletrace.Tracer
 	// ruleTraces are the rule traces read (--rules); traced carries them
-	// to the recording to the recording; unrecorded counts those it had no room for.
+	// to the recording, and unrecorded counts those it had no room for.
 	ruleTraces   ruleset.Traces
 	traced       chan ruleset.Trace
 	unrecorded   atomic.Uint64
