@@ -186,7 +186,8 @@ func dial(t *testing.T, ns, laddr, raddr string, timeout time.Duration) error {
 	return err
 }
 
-// watch is a running `nettrace watch -o json`.
+// watch is a running `nettrace watch -o json --events --timelines all`:
+// everything it saw.
 type watch struct {
 	cmd    *exec.Cmd
 	stdout syncBuffer // read while watch writes it (await)
@@ -207,7 +208,7 @@ func startWatch(t *testing.T, args ...string) *watch {
 	}
 	// --duration stops a watch the test never stopped (it hung), not one
 	// a slow machine keeps running.
-	full := append([]string{"watch", "-o", "json", "--ready-file", ready, "--duration", lab.Patience.String(),
+	full := append([]string{"watch", "-o", "json", "--events", "--timelines", "all", "--ready-file", ready, "--duration", lab.Patience.String(),
 		"--log-level", "debug", "--log-format", "json"}, args...)
 	w.cmd = exec.Command(nettraceBin, full...)
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
@@ -289,8 +290,20 @@ func (w *watch) stop(t *testing.T) trace {
 	if err := w.cmd.Wait(); err != nil {
 		t.Fatalf("nettrace watch: %v\nstderr:\n%s", err, w.stderr.String())
 	}
+	tr := parseTrace(t, w.stdout.snapshot())
+	if tr.summary == nil {
+		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
+	}
+	requireBestMethods(t, w.stderr.Bytes(), w.forced)
+	logWarnings(t, w.stderr.Bytes())
+	return tr
+}
+
+// parseTrace reads the JSON lines of a run of watch or replay.
+func parseTrace(t *testing.T, out []byte) trace {
+	t.Helper()
 	var tr trace
-	sc := bufio.NewScanner(bytes.NewReader(w.stdout.snapshot()))
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		var probe struct{ Type string }
@@ -323,11 +336,6 @@ func (w *watch) stop(t *testing.T) trace {
 	if err := sc.Err(); err != nil {
 		t.Fatalf("read watch output: %v", err)
 	}
-	if tr.summary == nil {
-		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
-	}
-	requireBestMethods(t, w.stderr.Bytes(), w.forced)
-	logWarnings(t, w.stderr.Bytes())
 	return tr
 }
 

@@ -73,7 +73,7 @@ func TestUnnamedNamespaceIsNamedByItsProcess(t *testing.T) {
 	}
 	requireNamed("live", live.flows)
 
-	out, err := exec.Command(nettraceBin, "replay", recording, "-o", "json").Output()
+	out, err := exec.Command(nettraceBin, "replay", recording, "-o", "json", "--timelines", "all").Output()
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}

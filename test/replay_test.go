@@ -2,7 +2,6 @@ package test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +49,9 @@ func copyForNobody(t *testing.T, path string) string {
 }
 
 // requireSameReplay replays a recording of a live run, unprivileged, and
-// requires the same flows and explanations (compared as JSON).
+// requires the same flows and explanations (compared as JSON); replayed
+// with JSON's defaults, the same explanations and the flows with a
+// finding whole, the others brief, and no events.
 func requireSameReplay(t *testing.T, recording string, live trace) {
 	t.Helper()
 	st, err := os.Stat(recording)
@@ -60,44 +61,61 @@ func requireSameReplay(t *testing.T, recording string, live trace) {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("recording mode %v, want 0600", st.Mode().Perm())
 	}
-	cmd := unprivileged("replay", copyForNobody(t, recording), "-o", "json")
+	copied := copyForNobody(t, recording)
+	whole := replayUnprivileged(t, copied, "--timelines", "all")
+	if !reflect.DeepEqual(flowsByID(whole.flows), flowsByID(live.flows)) {
+		t.Errorf("replayed flows differ from the live run:\nlive:\n%s\nreplay:\n%s", dump(flowsByID(live.flows)), dump(flowsByID(whole.flows)))
+	}
+	if !reflect.DeepEqual(explanationsByID(whole.explanations), explanationsByID(live.explanations)) {
+		t.Errorf("replayed explanations differ from the live run:\nlive:\n%s\nreplay:\n%s", dump(live.explanations), dump(whole.explanations))
+	}
+
+	defaults := replayUnprivileged(t, copied)
+	if len(defaults.events) > 0 || !reflect.DeepEqual(explanationsByID(defaults.explanations), explanationsByID(whole.explanations)) {
+		t.Errorf("replayed with JSON's defaults: %d events (want none), explanations:\n%s\nwant:\n%s",
+			len(defaults.events), dump(defaults.explanations), dump(whole.explanations))
+	}
+	want := flowsByID(whole.flows)
+	for i := range want {
+		if want[i].Finding != "" {
+			continue
+		}
+		want[i].Brief, want[i].Socket = true, nil
+		for k := range want[i].Packets {
+			want[i].Packets[k].Steps = nil
+		}
+	}
+	if got := flowsByID(defaults.flows); !reflect.DeepEqual(got, want) {
+		t.Errorf("replayed with JSON's defaults, the flows are not the whole ones with a finding and the others brief:\ngot:\n%s\nwant:\n%s", dump(got), dump(want))
+	}
+}
+
+// replayUnprivileged replays a recording as nobody with -o json and args.
+func replayUnprivileged(t *testing.T, recording string, args ...string) trace {
+	t.Helper()
+	cmd := unprivileged(append([]string{"replay", recording, "-o", "json"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("replay: %v\n%s", err, stderr.String())
 	}
-	var flows []output.JSONFlow
-	var expl []output.JSONExplanation
-	for _, line := range bytes.Split(bytes.TrimSpace(stdout.Bytes()), []byte("\n")) {
-		var probe struct{ Type string }
-		json.Unmarshal(line, &probe)
-		switch probe.Type {
-		case "flow":
-			var f output.JSONFlow
-			json.Unmarshal(line, &f)
-			flows = append(flows, f)
-		case "explanation":
-			var x output.JSONExplanation
-			json.Unmarshal(line, &x)
-			expl = append(expl, x)
-		}
+	tr := parseTrace(t, stdout.Bytes())
+	if tr.summary == nil {
+		t.Fatalf("replay wrote no summary; stderr:\n%s", stderr.String())
 	}
-	byID := func(fs []output.JSONFlow) []output.JSONFlow {
-		out := append([]output.JSONFlow(nil), fs...)
-		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-		return out
-	}
-	xByID := func(xs []output.JSONExplanation) []output.JSONExplanation {
-		out := append([]output.JSONExplanation(nil), xs...)
-		sort.Slice(out, func(i, j int) bool { return out[i].Flow.ID < out[j].Flow.ID })
-		return out
-	}
-	if !reflect.DeepEqual(byID(flows), byID(live.flows)) {
-		t.Errorf("replayed flows differ from the live run:\nlive:\n%s\nreplay:\n%s", dump(byID(live.flows)), dump(byID(flows)))
-	}
-	if !reflect.DeepEqual(xByID(expl), xByID(live.explanations)) {
-		t.Errorf("replayed explanations differ from the live run:\nlive:\n%s\nreplay:\n%s", dump(live.explanations), dump(expl))
-	}
+	return tr
+}
+
+func flowsByID(fs []output.JSONFlow) []output.JSONFlow {
+	out := append([]output.JSONFlow(nil), fs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func explanationsByID(xs []output.JSONExplanation) []output.JSONExplanation {
+	out := append([]output.JSONExplanation(nil), xs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Flow.ID < out[j].Flow.ID })
+	return out
 }
 
 // The packets of a recording open in tshark, with nettrace's metadata in

@@ -86,7 +86,10 @@ that matched is followed after NAT or encapsulation change its tuple, and
 so is its reply, through its conntrack entry. When a flow ends, what went
 wrong is explained, and the flow is shown as a timeline of what the kernel
 did to each of its packets; a flow where nothing went wrong is one line
-(--timelines all shows it whole, --timelines findings not at all).
+(--timelines all shows it whole, --timelines findings not at all). With
+-o json the same flows are JSON objects, one a line (a flow where nothing
+went wrong: its packets without their steps); --events adds every event
+as it comes, in text or JSON.
 
 FILTER: host, net, port, portrange, src/dst, tcp, udp, icmp, ip,
 and/or/not (&&, ||, !), parentheses. Empty: every IPv4 packet.
@@ -108,7 +111,8 @@ nettrace exits, even when it is killed; nothing else in any ruleset
 changes. Without --rules nothing in any ruleset changes at all.`,
 		Example: `  nettrace watch 'tcp and host 10.96.0.10 and port 80'
   nettrace watch --timelines findings 'net 10.244.0.0/16'
-  nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > trace.jsonl
+  nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > flows.jsonl
+  nettrace watch -o json --events --timelines all 'port 53' > everything.jsonl
   nettrace watch -w incident.ntrace --duration 30s 'port 30285'
   nettrace watch --rules 'tcp and dst port 30285'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,7 +127,7 @@ changes. Without --rules nothing in any ruleset changes at all.`,
 	captureFlags(fl, &f)
 	fl.StringVarP(&f.format, "output", "o", "text", "output format: text or json")
 	timelinesFlag(fl, &f.timelines)
-	fl.BoolVar(&f.events, "events", false, "text: also print every event as it arrives (json always has them)")
+	eventsFlag(fl, &f.events)
 	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
 	fl.IntVar(&f.maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	fl.IntVar(&f.maxPkts, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
@@ -269,6 +273,11 @@ func (v timelinesValue) Set(s string) (err error) {
 
 // timelinesFlag adds --timelines to a command's flags.
 func timelinesFlag(fl *pflag.FlagSet, t *output.Timelines) {
-	fl.Var(timelinesValue{t}, "timelines", "text: flows without a finding shown as one line each, at most "+
-		strconv.Itoa(engine.BriefLinesPerSecond)+" a second, the rest counted (brief); not at all (findings); or whole, as flows with one (all)")
+	fl.Var(timelinesValue{t}, "timelines", "flows without a finding shown as one line each, at most "+
+		strconv.Itoa(engine.BriefLinesPerSecond)+" a second, the rest counted (brief; json: every such flow, its packets without their steps); not at all (findings); or whole, as flows with one (all)")
+}
+
+// eventsFlag adds --events to a command's flags.
+func eventsFlag(fl *pflag.FlagSet, events *bool) {
+	fl.BoolVar(events, "events", false, "also show every event as it comes (a line each; json: an object each)")
 }

@@ -12,20 +12,21 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
-// jsonLines writes -o json: every event as it comes, every flow as it ends,
-// in that order. Converting and encoding an event costs more than reading
+// jsonLines writes -o json --events: every event as it comes, every flow
+// as it ends (as timelines asks), in that order. Converting and encoding an event costs more than reading
 // and correlating it, so the caller's goroutine only copies events into
 // batches; goroutines of their own (one per core) convert and encode the
 // batches, and another writes them in order. Flows are converted in place,
 // while their memory is the caller's, and encoded with their batch.
 type jsonLines struct {
-	names   output.Names
-	batch   *jsonBatch
-	batches uint64
-	encode  chan *jsonBatch
-	encoded chan *jsonBatch
-	free    pool[*jsonBatch]
-	done    chan struct{}
+	names     output.Names
+	timelines output.Timelines
+	batch     *jsonBatch
+	batches   uint64
+	encode    chan *jsonBatch
+	encoded   chan *jsonBatch
+	free      pool[*jsonBatch]
+	done      chan struct{}
 	// err is the first error writing, the writer's until done.
 	err error
 }
@@ -53,9 +54,9 @@ type jsonItem struct {
 // few per core keep every core busy without holding output back.
 const jsonBatchLines = 512
 
-func newJSONLines(w io.Writer, names output.Names) *jsonLines {
+func newJSONLines(w io.Writer, names output.Names, timelines output.Timelines) *jsonLines {
 	workers := runtime.GOMAXPROCS(0)
-	j := &jsonLines{names: names, encode: make(chan *jsonBatch, 2*workers), encoded: make(chan *jsonBatch, 2*workers),
+	j := &jsonLines{names: names, timelines: timelines, encode: make(chan *jsonBatch, 2*workers), encoded: make(chan *jsonBatch, 2*workers),
 		free: make(pool[*jsonBatch], 4*workers), done: make(chan struct{})}
 	var encoding sync.WaitGroup
 	for range workers {
@@ -95,9 +96,8 @@ func (j *jsonLines) Event(e *event.Event) error {
 
 // Flow queues a flow's line, and its finding's.
 func (j *jsonLines) Flow(f *flow.Flow, r *explain.Report) error {
-	j.Raw(j.names.ConvertFlow(f, r))
-	if r.Finding != nil {
-		j.Raw(j.names.ConvertFinding(f, r.Finding))
+	for _, obj := range j.names.FlowObjects(f, r, j.timelines) {
+		j.Raw(obj)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ func TestJSONLinesKeepTheirOrder(t *testing.T) {
 	events := incidentStream(60)
 	var want bytes.Buffer
 	var got bytes.Buffer
-	j := newJSONLines(&got, names)
+	j := newJSONLines(&got, names, output.TimelinesAll)
 	for i := range events {
 		e := events[i]
 		e.Packet = []byte{byte(i), byte(i >> 8), 0x45}[:i%4%3+1]

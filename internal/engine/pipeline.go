@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -37,6 +38,7 @@ type Pipeline struct {
 	flight     *FlightRecorder
 	flightKept []string // the flight recorder's files, at the end
 	showEvents bool
+	jsonOut    bool // -o json
 	limit      uint64
 	counts     map[event.Point]uint64
 	total      uint64
@@ -177,51 +179,77 @@ func New(o Options) *Pipeline {
 	if p.out == nil {
 		p.out = os.Stdout
 	}
-	var text *output.Text
 	out := p.out
-	if o.Format == "text" && o.Events {
+	if o.Events && o.Format == "text" {
 		// Events are written as they come, one to a few hundred bytes each:
 		// a write each would make the reader wait on stdout's reader. They
 		// reach it within a tick (flushOut).
 		p.buffered = bufio.NewWriterSize(p.out, outBuffer)
 		out = p.buffered
 	}
+	// renderer gives each goroutine that renders flows its own.
+	var renderer func() flowRenderer
 	switch o.Format {
 	case "json":
-		p.jw = newJSONLines(out, o.Names)
-		p.w, p.showEvents = p.jw, true
+		p.jsonOut = true
+		p.detail.NATRules = explain.FlowsWithFinding
+		if o.Timelines == output.TimelinesAll {
+			p.detail.NATRules = explain.AllFlows
+		}
+		if o.Events {
+			// Event lines are converted and encoded on goroutines of
+			// their own (jsonLines); flows take their place among them.
+			p.jw = newJSONLines(out, o.Names, o.Timelines)
+			p.w = p.jw
+			break
+		}
+		flows := output.JSONFlows{Names: o.Names, Timelines: o.Timelines}
+		renderer = func() flowRenderer { return flows }
 	case "text":
-		text = output.NewText(out, o.Names)
+		text := output.NewText(out, o.Names)
 		text.Colour = o.Colour
 		text.Timelines = o.Timelines
 		if o.Timelines == output.TimelinesBrief {
 			p.brief = &briefLines{}
 		}
 		p.w = text
+		renderer = func() flowRenderer { return text.Copy() }
 	}
-	p.detail.NATRules = o.Format == "json"
 	deferred := !p.showEvents
 	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred})
 	if deferred {
-		workers := runtime.GOMAXPROCS(0)
-		p.ended, p.rendered = make(chan endedFlow, endedBacklog), make(chan renderedFlow, endedBacklog)
-		p.shown = make(chan struct{})
-		p.rooms, p.texts = make(pool[[]event.Event], workers), make(pool[[]byte], 2*endedBacklog+workers)
-		var rendering sync.WaitGroup
-		for range workers {
-			var own *output.Text
-			if text != nil {
-				own = text.Copy()
-			}
-			rendering.Go(func() { p.renderEnded(own) })
-		}
-		go func() {
-			rendering.Wait()
-			close(p.rendered)
-		}()
-		go p.writeRendered()
+		p.startRendering(renderer)
 	}
 	return p
+}
+
+// startRendering starts the goroutines that explain and render (with a
+// renderer each, unless nil) the flows as they end, and the one that
+// writes them in order.
+func (p *Pipeline) startRendering(renderer func() flowRenderer) {
+	workers := runtime.GOMAXPROCS(0)
+	p.ended, p.rendered = make(chan endedFlow, endedBacklog), make(chan renderedFlow, endedBacklog)
+	p.shown = make(chan struct{})
+	p.rooms, p.texts = make(pool[[]event.Event], workers), make(pool[[]byte], 2*endedBacklog+workers)
+	var rendering sync.WaitGroup
+	for range workers {
+		var own flowRenderer
+		if renderer != nil {
+			own = renderer()
+		}
+		rendering.Go(func() { p.renderEnded(own) })
+	}
+	go func() {
+		rendering.Wait()
+		close(p.rendered)
+	}()
+	go p.writeRendered()
+}
+
+// flowRenderer renders a finished flow with its report, or nothing when
+// the flow is not shown.
+type flowRenderer interface {
+	AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte
 }
 
 func (p *Pipeline) fail(err error) {
@@ -305,16 +333,16 @@ func (p *Pipeline) deliver(f *flow.Flow) {
 	p.fail(p.show(f, p.explain(f)))
 }
 
-// renderEnded decodes, explains and renders (with text, unless nil) the
+// renderEnded decodes, explains and renders (with render, unless nil) the
 // flows the correlator hands over, and gives them back.
-func (p *Pipeline) renderEnded(text *output.Text) {
+func (p *Pipeline) renderEnded(render flowRenderer) {
 	for x := range p.ended {
 		room := x.f.Decode(p.rooms.get())
 		r := renderedFlow{n: x.n, id: x.f.ID, start: x.f.Start, end: x.f.End}
 		report := p.explain(x.f)
 		r.rule = report.Rule()
-		if text != nil && report != nil {
-			r.text = text.AppendFlow(p.texts.get()[:0], x.f, report)
+		if render != nil && report != nil {
+			r.text = render.AppendFlow(p.texts.get()[:0], x.f, report)
 		}
 		p.corr.Release(x.f)
 		p.rooms.put(room)
@@ -527,9 +555,15 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	}
 	sum := output.Summary{Events: p.counts, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete}
 	output.WriteSummary(os.Stderr, sum)
-	if p.jw != nil {
+	switch {
+	case p.jw != nil:
 		p.fail(p.jw.Raw(summaryJSON(sum)))
 		p.fail(p.jw.Close())
+	case p.jsonOut:
+		// Marshal cannot fail on a summary: plain values and maps of them.
+		line, _ := json.Marshal(summaryJSON(sum))
+		p.write(append(line, '\n'))
+		p.fail(p.showErr)
 	}
 	p.flushOut()
 	if p.err != nil {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,6 +177,84 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 			}
 			if tc.timelines == output.TimelinesBrief && oneLine+counted != healthy {
 				t.Errorf("%d healthy flows shown and %d counted, of %d", oneLine, counted, healthy)
+			}
+		})
+	}
+}
+
+// JSON shows the flows --timelines asks for, as text does: a flow with a
+// finding whole with its explanation, the healthy ones without their
+// packets' steps (brief), not at all (findings) or whole (all); events
+// only with --events, before the flows they belong to; the summary last.
+func TestJSONTimelines(t *testing.T) {
+	var events []event.Event
+	for c := 0; c < 30; c++ {
+		seq := fixture.SNATMissing(true)
+		if c >= 20 {
+			seq = fixture.NoListener()
+		}
+		for _, e := range seq {
+			fixture.Repeat(&e, c, 50_000_000)
+			events = append(events, e)
+		}
+	}
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
+	for _, tc := range []struct {
+		timelines            output.Timelines
+		events               bool
+		whole, brief, eventN int
+	}{
+		{output.TimelinesBrief, false, 10, 20, 0},
+		{output.TimelinesFindings, false, 10, 0, 0},
+		{output.TimelinesAll, false, 30, 0, 0},
+		{output.TimelinesBrief, true, 10, 20, len(events)},
+		{output.TimelinesAll, true, 30, 0, len(events)},
+	} {
+		t.Run(fmt.Sprintf("%s/events=%t", tc.timelines, tc.events), func(t *testing.T) {
+			var got bytes.Buffer
+			p := New(Options{Format: "json", Timelines: tc.timelines, Events: tc.events, Names: names, Stdout: &got})
+			for i := range events {
+				p.Event(&events[i])
+			}
+			p.Finish(nil, nil, 0)
+			if p.err != nil {
+				t.Fatal(p.err)
+			}
+			var whole, brief, eventN, explanations int
+			var last string
+			for _, line := range bytes.Split(bytes.TrimSuffix(got.Bytes(), []byte("\n")), []byte("\n")) {
+				var o struct {
+					Type    string
+					Brief   bool
+					Packets []output.JSONPacket
+				}
+				if err := json.Unmarshal(line, &o); err != nil {
+					t.Fatalf("line %q: %v", line, err)
+				}
+				last = o.Type
+				switch o.Type {
+				case "event":
+					eventN++
+				case "explanation":
+					explanations++
+				case "flow":
+					steps := 0
+					for _, pk := range o.Packets {
+						steps += len(pk.Steps)
+					}
+					switch {
+					case o.Brief && steps == 0 && len(o.Packets) > 0:
+						brief++
+					case !o.Brief && steps > 0:
+						whole++
+					default:
+						t.Errorf("flow line brief=%t with %d packets and %d steps: %s", o.Brief, len(o.Packets), steps, line)
+					}
+				}
+			}
+			if whole != tc.whole || brief != tc.brief || eventN != tc.eventN || explanations != 10 || last != "summary" {
+				t.Errorf("%d whole flows, %d brief, %d events, %d explanations, last %q; want %d, %d, %d, 10, summary",
+					whole, brief, eventN, explanations, last, tc.whole, tc.brief, tc.eventN)
 			}
 		})
 	}

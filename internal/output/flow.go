@@ -1,6 +1,7 @@
 package output
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -35,8 +36,9 @@ type JSONPacket struct {
 	Direction string     `json:"direction"`
 	Label     string     `json:"label"`
 	Tuple     *JSONTuple `json:"tuple"`
-	Steps     []JSONStep `json:"steps"`
-	End       string     `json:"end"`
+	// Steps are the packet's path, left out of a brief flow.
+	Steps []JSONStep `json:"steps,omitempty"`
+	End   string     `json:"end"`
 	// Ordinary, for a packet the kernel freed without a reason in its
 	// ordinary work or a dropped multicast group management message, says
 	// what that was (explain.Ordinary); End and the drop step keep the
@@ -59,6 +61,9 @@ type JSONFlow struct {
 	LostAround uint64 `json:"records_lost_around,omitempty"`
 	Incomplete bool   `json:"incomplete,omitempty"`
 	Finding    string `json:"finding,omitempty"`
+	// Brief: a flow without a finding shown with its packets but not
+	// their steps (--timelines brief).
+	Brief bool `json:"brief,omitempty"`
 }
 
 // JSONEvidence is one event backing an explanation.
@@ -137,16 +142,42 @@ func direction(client, t event.Tuple, p *flow.Packet) string {
 	return "request"
 }
 
-// ConvertFlow builds the JSON object of a flow.
+// FlowObjects are the JSON objects shown of a finished flow, as t asks:
+// none for a flow without a finding under TimelinesFindings, its packets
+// without their steps under TimelinesBrief; otherwise the flow whole, then
+// its finding's explanation.
+func (n Names) FlowObjects(f *flow.Flow, r *explain.Report, t Timelines) []any {
+	switch {
+	case r.Finding != nil:
+		return []any{n.ConvertFlow(f, r), n.ConvertFinding(f, r.Finding)}
+	case t == TimelinesFindings:
+		return nil
+	case t == TimelinesBrief:
+		return []any{n.convertFlow(f, r, false)}
+	}
+	return []any{n.ConvertFlow(f, r)}
+}
+
+// ConvertFlow builds the JSON object of a flow, whole.
 func (n Names) ConvertFlow(f *flow.Flow, r *explain.Report) *JSONFlow {
+	return n.convertFlow(f, r, true)
+}
+
+// convertFlow builds the JSON object of a flow, with its packets' steps
+// or brief.
+func (n Names) convertFlow(f *flow.Flow, r *explain.Report, steps bool) *JSONFlow {
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
-		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0}
+		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0, Brief: !steps}
 	client := f.Tuple()
 	for k, p := range f.Packets {
 		t := firstTuple(p)
 		dir := direction(client, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p),
 			Ordinary: r.Ordinary[k]}
+		j.Packets = append(j.Packets, jp)
+		if !steps {
+			continue
+		}
 		var rules [][]explain.NetfilterRule
 		if r.NATRules != nil {
 			rules = r.NATRules[k]
@@ -156,11 +187,10 @@ func (n Names) ConvertFlow(f *flow.Flow, r *explain.Report) *JSONFlow {
 			if rules != nil {
 				s.NetfilterRules = n.jsonRules(rules[i])
 			}
-			jp.Steps = append(jp.Steps, s)
+			j.Packets[k].Steps = append(j.Packets[k].Steps, s)
 		}
-		j.Packets = append(j.Packets, jp)
 	}
-	for i := range f.Socket {
+	for i := 0; steps && i < len(f.Socket); i++ {
 		j.Socket = append(j.Socket, n.step(f, &f.Socket[i]))
 	}
 	j.Finding = r.Rule()
@@ -192,4 +222,22 @@ func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
 			Source: r.Source, Assumed: r.Assumed, Handle: r.Handle})
 	}
 	return out
+}
+
+// JSONFlows renders finished flows as JSON lines (FlowObjects): the flow
+// renderer of -o json when events are not shown among them.
+type JSONFlows struct {
+	Names     Names
+	Timelines Timelines
+}
+
+// AppendFlow appends the lines of a flow's objects to b.
+func (j JSONFlows) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
+	for _, obj := range j.Names.FlowObjects(f, r, j.Timelines) {
+		// Marshal cannot fail on these: every field is a plain value, a
+		// string, or a slice of them.
+		line, _ := json.Marshal(obj)
+		b = append(append(b, line...), '\n')
+	}
+	return b
 }

@@ -24,13 +24,15 @@ type Text struct {
 	tl        timeline
 }
 
-// Timelines is how much of the flows without a finding text output shows:
-// on a busy node thousands of healthy flows would scroll the one that
-// failed off the screen. A flow with a finding is always shown whole.
+// Timelines is how much of the flows without a finding is shown: on a busy
+// node thousands of healthy flows would scroll the one that failed off the
+// screen, and written whole to JSON they cost more than everything else
+// nettrace does. A flow with a finding is always shown whole.
 type Timelines int
 
 const (
-	// TimelinesBrief shows a healthy flow as one line.
+	// TimelinesBrief shows a healthy flow as one line (text) or without
+	// its packets' steps (JSON).
 	TimelinesBrief Timelines = iota
 	// TimelinesFindings shows flows with a finding only.
 	TimelinesFindings

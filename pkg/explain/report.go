@@ -18,10 +18,23 @@ type Report struct {
 
 // Detail says which per-step annotations a report carries: naming the NAT
 // rules of every packet walks the namespaces' rulesets, which only the
-// renderers that show them (JSON, pcapng) pay for.
+// renderers that show them (JSON, pcapng) pay for, and only for the flows
+// they show whole.
 type Detail struct {
-	NATRules bool
+	NATRules Flows
 }
+
+// Flows says which flows a report annotates.
+type Flows int
+
+const (
+	// NoFlows annotates none.
+	NoFlows Flows = iota
+	// FlowsWithFinding annotates the flows with a finding only.
+	FlowsWithFinding
+	// AllFlows annotates every flow.
+	AllFlows
+)
 
 // NewReport explains a finished flow with a packet, and annotates its
 // packets as d asks.
@@ -30,7 +43,7 @@ func NewReport(f *flow.Flow, n Context, d Detail) *Report {
 	for i := range f.Packets {
 		r.Ordinary[i] = Ordinary(f, i, n)
 	}
-	if d.NATRules {
+	if d.NATRules == AllFlows || (d.NATRules == FlowsWithFinding && r.Finding != nil) {
 		r.NATRules = make([][][]NetfilterRule, len(f.Packets))
 		for i := range f.Packets {
 			r.NATRules[i] = PacketNATRules(n, f.Packets[i])

@@ -11,6 +11,7 @@
 #   nomatch   nettrace watch -o json, a filter matching nothing
 #   text      nettrace watch (text)
 #   json      nettrace watch -o json
+#   json-all  nettrace watch -o json --events --timelines all (everything)
 #   record    nettrace record -w FILE
 # and, with BASELINE=path/to/an/older/nettrace, base-MODE for each nettrace
 # mode in MODES, run by that build in the same rounds.
@@ -29,7 +30,7 @@ SECS=${2:-5}
 shift $(($# < 2 ? $# : 2))
 RATES=("$@")
 [ ${#RATES[@]} -gt 0 ] || RATES=(100 500 1000 2000 full)
-MODES=(${MODES:-none tcpdump nomatch text json record})
+MODES=(${MODES:-none tcpdump nomatch text json json-all record})
 if [ -n "${BASELINE:-}" ]; then
 	for m in "${MODES[@]}"; do
 		case $m in none | tcpdump) ;; *) MODES+=("base-$m") ;; esac
@@ -69,6 +70,7 @@ start_tracer() {
 	nomatch) "$NETTRACE" watch "${args[@]}" -o json 'host 192.0.2.1' >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	text) "$NETTRACE" watch "${args[@]}" >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	json) "$NETTRACE" watch "${args[@]}" -o json >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	json-all) "$NETTRACE" watch "${args[@]}" -o json --events --timelines all >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	record) "$NETTRACE" record "${args[@]}" -w "$OUT/r.ntrace" >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	esac
 	TRACER=$!

@@ -6,8 +6,9 @@
 # nettrace's peak memory, and how long it takes to stop after SIGINT.
 #
 # Usage: [FORMAT=text] scripts/bench/pipeline.sh [SECONDS] [RING_BYTES]   (root)
-# FORMAT=text shows flows only: explained and rendered off the reading
-# goroutine (the json default encodes every event in order, in place).
+# The default, json with --events and --timelines all, encodes every event
+# in order; FORMAT=text shows flows only, explained and rendered off the
+# reading goroutine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECS=${1:-10}
@@ -25,7 +26,7 @@ sleep 0.5
 NS=()
 for ns in $(ip netns list | awk '/^ntlab-/ {print $1}'); do NS+=(--netns "$ns"); done
 
-/usr/bin/time -f "%M" -o "$OUT/rss" "$NETTRACE" watch ${PROFILE:-} "${NS[@]}" --all-packets --ring-size "$RING" -o "${FORMAT:-json}" \
+/usr/bin/time -f "%M" -o "$OUT/rss" "$NETTRACE" watch ${PROFILE:-} "${NS[@]}" --all-packets --ring-size "$RING" $([ "${FORMAT:-json}" = json ] && echo -o json --events --timelines all || echo -o text) \
 	--log-level warn --ready-file "$OUT/ready" 'host 10.96.0.10' >/dev/null 2>"$OUT/err" &
 WATCH=$!
 for _ in $(seq 100); do [ -f "$OUT/ready" ] && break; sleep 0.1; done

@@ -54,7 +54,7 @@ def from_text(stderr):
 def round_line(mode, rate, cps, failed, secs, stdout, stderr):
     row = {"mode": mode, "rate": rate, "cps": float(cps), "failed": int(failed)}
     own = mode.removeprefix("base-")  # the baseline build's run of a mode
-    if own in ("json", "nomatch"):
+    if own in ("json", "json-all", "nomatch"):
         parsed = from_json(stdout)
     elif own in ("text", "record"):
         parsed = from_text(stderr)
