@@ -66,7 +66,9 @@ type Capture struct {
 // t-lossSlack for sure.
 const lossSlack = 50 * time.Millisecond
 
-// tick is how often the periodic work runs, busy or idle.
+// tick is how often the periodic work runs, busy or idle, and the longest
+// a record waits in a quiet ring buffer: the kernel wakes the reader only
+// as records pile up (nt_wakeup), so an idle reader reads on this clock.
 const tick = 100 * time.Millisecond
 
 // CountLosses reads the kernel's loss counters and tells the pipeline

@@ -1,66 +1,88 @@
 #!/usr/bin/env bash
-# Per-program cost on the packet path: the kernel's own BPF statistics
-# (kernel.bpf_stats_enabled: run count and run time of every program) while
-# a client makes short TCP connections through a DNAT to a server in
-# another namespace. Run once with a filter matching nothing and once with
-# a filter matching the flow. Needs root and bpftool.
+# Per-program cost per connection on the connection sweep's path
+# (conn-sweep.sh: pod q1 to the noise Service's ClusterIP, DNAT, the vxlan
+# overlay to a pod on the other node), from the kernel's own BPF statistics
+# (kernel.bpf_stats_enabled: run count and run time of every program), while
+# connrate makes RATE short connections a second for SECONDS. Run with a
+# filter matching nothing and with none (every namespace, as conn-sweep).
+# Prints, per program: runs per connection, ns per run and ns per
+# connection, and the total. Needs root and bpftool.
 #
-# Usage: scripts/bench/probe-cost.sh [BIN] [CONNECTIONS]
+# Usage: scripts/bench/probe-cost.sh [RATE] [SECONDS]   (root)
 set -euo pipefail
-BIN=${1:-bin/nettrace}
-N=${2:-2000}
-C=nt-bench-c S=nt-bench-s
+cd "$(dirname "$0")/../.."
+RATE=${1:-1000}
+SECS=${2:-5}
+NETTRACE=${NETTRACE:-bin/nettrace} NTLAB=bin/ntlab
 OUT=$(mktemp -d)
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
+scripts/deps.sh bench
+go build -o "$OUT/connrate" ./scripts/bench/connrate
 
 cleanup() {
-	[ -n "${WATCH:-}" ] && kill "$WATCH" 2>/dev/null && wait "$WATCH" 2>/dev/null
-	[ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null
-	ip netns del $C 2>/dev/null || true
-	ip netns del $S 2>/dev/null || true
+	if [ -n "${WATCH:-}" ]; then kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null || true; fi
+	if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; fi
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
+	"$NTLAB" down
 	rm -rf "$OUT"
 }
 trap cleanup EXIT
 
-ip netns add $C
-ip netns add $S
-ip link add veth-c netns $C type veth peer name veth-s netns $S
-ip -n $C addr add 10.124.0.1/24 dev veth-c
-ip -n $S addr add 10.124.0.2/24 dev veth-s
-for ns in $C $S; do ip -n $ns link set lo up; done
-ip -n $C link set veth-c up
-ip -n $S link set veth-s up
-ip -n $C route add 10.96.0.0/12 dev veth-c
-ip netns exec $C iptables -t nat -A OUTPUT -d 10.96.0.10 -p tcp --dport 80 -j DNAT --to-destination 10.124.0.2:8080
-ip netns exec $S nc -lk 10.124.0.2 8080 </dev/null >/dev/null 2>&1 &
+"$NTLAB" up snat-missing >/dev/null
+ip netns exec ntlab-p2 "$NTLAB" serve -addr 10.244.2.10:9002 -name p2 -ready-file "$OUT/served" &
 SERVER=$!
-sleep 0.3
+for _ in $(seq 100); do [ -f "$OUT/served" ] && break; sleep 0.1; done
 
 run() {
-	local label=$1 filter=$2
-	"$BIN" watch --netns $C --netns $S --ready-file "$OUT/ready" --log-level warn "$filter" >/dev/null 2>"$OUT/err" &
-	WATCH=$!
-	for _ in $(seq 100); do [ -f "$OUT/ready" ] && break; sleep 0.1; done
-	sysctl -qw kernel.bpf_stats_enabled=1
-	local start=$(date +%s.%N)
-	ip netns exec $C bash -c "for i in \$(seq $N); do exec 3<>/dev/tcp/10.96.0.10/80; exec 3>&-; done"
-	local end=$(date +%s.%N)
-	bpftool prog show -j > "$OUT/progs.json"
-	sysctl -qw kernel.bpf_stats_enabled=0
-	kill -INT $WATCH; wait $WATCH || true; WATCH=
+	local label=$1
+	shift
 	rm -f "$OUT/ready"
-	echo "== $label: filter '$filter', $N connections in $(echo "$end - $start" | bc) s"
-	python3 - "$OUT/progs.json" <<'PY'
+	"$NETTRACE" watch --netns all --timelines findings --ready-file "$OUT/ready" --log-level warn "$@" >/dev/null 2>"$OUT/err" &
+	WATCH=$!
+	for _ in $(seq 200); do [ -f "$OUT/ready" ] && break; sleep 0.1; done
+	sysctl -qw kernel.bpf_stats_enabled=1
+	bpftool prog show -j >"$OUT/before.json"
+	local cpu_before=$(cpu_ticks $WATCH)
+	conns=$(ip netns exec ntlab-q1 "$OUT/connrate" -addr 10.96.0.99:9000 -d "${SECS}s" -workers 8 -rate "$RATE" 2>/dev/null)
+	local cpu_after=$(cpu_ticks $WATCH)
+	bpftool prog show -j >"$OUT/after.json"
+	sysctl -qw kernel.bpf_stats_enabled=0
+	kill -INT $WATCH
+	wait $WATCH || true
+	WATCH=
+	echo "== $label: $conns connections a second for ${SECS}s"
+	python3 - "$OUT/before.json" "$OUT/after.json" "$(echo "$conns * $SECS" | bc)" "$((cpu_after - cpu_before))" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 ours = ("nat_", "route_", "vxlan_", "syn_", "drop_", "dev_", "tcp_", "site_")
-print(f"{'program':<18}{'runs':>10}{'ns/run':>10}")
-for p in sorted(json.load(open(sys.argv[1])), key=lambda p: p.get("name", "")):
+before = {p["id"]: p for p in json.load(open(sys.argv[1]))}
+conns = float(sys.argv[3])
+rows, total = [], 0.0
+for p in json.load(open(sys.argv[2])):
     n = p.get("name", "")
-    if n.startswith(ours) and p.get("run_cnt"):
-        print(f"{n:<18}{p['run_cnt']:>10}{p['run_time_ns'] / p['run_cnt']:>10.0f}")
+    if not n.startswith(ours):
+        continue
+    b = before.get(p["id"], {})
+    runs = p.get("run_cnt", 0) - b.get("run_cnt", 0)
+    ns = p.get("run_time_ns", 0) - b.get("run_time_ns", 0)
+    if runs:
+        rows.append((n, runs / conns, ns / runs, ns / conns))
+        total += ns / conns
+merged = {}
+for n, r, per, c in rows:  # a program is loaded once per namespace it links in (netfilter)
+    m = merged.setdefault(n, [0.0, 0.0])
+    m[0] += r
+    m[1] += c
+print(f"| program | runs/conn | ns/run | ns/conn |")
+print(f"|---|---|---|---|")
+for n, (r, c) in sorted(merged.items(), key=lambda kv: -kv[1][1]):
+    print(f"| {n} | {r:.1f} | {c / r:.0f} | {c:.0f} |")
+print(f"| **total in the kernel** | | | **{total / 1000:.1f} µs** |")
+print(f"| nettrace's own process (user and system time) | | | {int(sys.argv[4]) / int(sys.argv[5]) * 1e6 / conns:.1f} µs |")
 PY
 }
 
-run "matching nothing" "host 192.0.2.1"
-run "matching the flow" "host 10.96.0.10"
+# cpu_ticks is a process's user and system time so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+run "no filter"
+run "a filter matching nothing" 'host 192.0.2.1'
