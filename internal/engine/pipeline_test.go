@@ -110,16 +110,13 @@ func firstDiff(a, b []byte) int {
 	return min(len(a), len(b))
 }
 
-// With brief timelines, a flow with a finding is shown whole and the
-// healthy ones as one line each, at most BriefLinesPerSecond a second:
-// the rest are counted in a line of their own, and nothing is lost from
-// the count. With findings, healthy flows are not shown at all.
-func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
-	// 100 healthy connections, then 10 that fail.
+// healthyThenFailing is the events of healthy connections, then of
+// connections that fail (no listener), 50 ms apart.
+func healthyThenFailing(healthy, failing int) []event.Event {
 	var events []event.Event
-	for c := 0; c < 110; c++ {
+	for c := 0; c < healthy+failing; c++ {
 		seq := fixture.SNATMissing(true)
-		if c >= 100 {
+		if c >= healthy {
 			seq = fixture.NoListener()
 		}
 		for _, e := range seq {
@@ -127,6 +124,15 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 			events = append(events, e)
 		}
 	}
+	return events
+}
+
+// With brief timelines, a flow with a finding is shown whole and the
+// healthy ones as one line each, at most BriefLinesPerSecond a second:
+// the rest are counted in a line of their own, and nothing is lost from
+// the count. With findings, healthy flows are not shown at all.
+func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
+	events := healthyThenFailing(100, 10)
 	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	for _, tc := range []struct {
 		timelines output.Timelines
@@ -187,17 +193,7 @@ func TestTimelinesKeepFindingsOnScreen(t *testing.T) {
 // packets' steps (brief), not at all (findings) or whole (all); events
 // only with --events, before the flows they belong to; the summary last.
 func TestJSONTimelines(t *testing.T) {
-	var events []event.Event
-	for c := 0; c < 30; c++ {
-		seq := fixture.SNATMissing(true)
-		if c >= 20 {
-			seq = fixture.NoListener()
-		}
-		for _, e := range seq {
-			fixture.Repeat(&e, c, 50_000_000)
-			events = append(events, e)
-		}
-	}
+	events := healthyThenFailing(20, 10)
 	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	for _, tc := range []struct {
 		timelines            output.Timelines
