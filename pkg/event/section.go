@@ -27,6 +27,15 @@ type section interface {
 // payloadAddrs is how many addresses a payload may hold.
 const payloadAddrs = 2
 
+// setAddrOfPair is setAddr for a payload whose addresses are two fields.
+func setAddrOfPair(i int, a netip.Addr, first, second *netip.Addr) {
+	if i == 0 {
+		*first = a
+	} else {
+		*second = a
+	}
+}
+
 // sections holds each point's section, indexed by the point: the
 // registry the tests check every point against.
 var sections = [...]section{

@@ -58,11 +58,7 @@ func (natSection) addrs(e *Event) [payloadAddrs]netip.Addr {
 }
 
 func (natSection) setAddr(e *Event, i int, a netip.Addr) {
-	if i == 0 {
-		e.NAT.Pre.Src = a
-	} else {
-		e.NAT.Pre.Dst = a
-	}
+	setAddrOfPair(i, a, &e.NAT.Pre.Src, &e.NAT.Pre.Dst)
 }
 
 func (natSection) sample(base Event) Event {

@@ -63,11 +63,7 @@ func (routeSection) addrs(e *Event) [payloadAddrs]netip.Addr {
 }
 
 func (routeSection) setAddr(e *Event, i int, a netip.Addr) {
-	if i == 0 {
-		e.Route.Gateway = a
-	} else {
-		e.Route.Src = a
-	}
+	setAddrOfPair(i, a, &e.Route.Gateway, &e.Route.Src)
 }
 
 func (routeSection) sample(base Event) Event {

@@ -54,11 +54,7 @@ func (vxlanSection) addrs(e *Event) [payloadAddrs]netip.Addr {
 }
 
 func (vxlanSection) setAddr(e *Event, i int, a netip.Addr) {
-	if i == 0 {
-		e.VXLAN.Remote = a
-	} else {
-		e.VXLAN.Local = a
-	}
+	setAddrOfPair(i, a, &e.VXLAN.Remote, &e.VXLAN.Local)
 }
 
 func (vxlanSection) sample(base Event) Event {

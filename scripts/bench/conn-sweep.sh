@@ -36,24 +36,10 @@ if [ -n "${BASELINE:-}" ]; then
 		case $m in none | tcpdump) ;; *) MODES+=("base-$m") ;; esac
 	done
 fi
-NETTRACE=${NETTRACE:-bin/nettrace} NTLAB=bin/ntlab
-scripts/deps.sh bench
-OUT=$(mktemp -d)
-CONNRATE=$OUT/connrate
-go build -o "$CONNRATE" ./scripts/bench/connrate
-
-cleanup() {
+bench_cleanup() {
 	if [ -n "${TRACER:-}" ]; then kill "$TRACER" 2>/dev/null; wait "$TRACER" 2>/dev/null || true; fi
-	if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; fi
-	"$NTLAB" down
-	rm -rf "$OUT"
 }
-trap cleanup EXIT
-
-"$NTLAB" up snat-missing >/dev/null
-ip netns exec ntlab-p2 "$NTLAB" serve -addr 10.244.2.10:9002 -name p2 -ready-file "$OUT/served" &
-SERVER=$!
-for _ in $(seq 100); do [ -f "$OUT/served" ] && break; sleep 0.1; done
+. scripts/bench/conn-path.sh
 
 start_tracer() {
 	rm -f "$OUT/ready" "$OUT/stdout" "$OUT/stderr"

@@ -13,25 +13,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 RATE=${1:-1000}
 SECS=${2:-5}
-NETTRACE=${NETTRACE:-bin/nettrace} NTLAB=bin/ntlab
-OUT=$(mktemp -d)
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
-scripts/deps.sh bench
-go build -o "$OUT/connrate" ./scripts/bench/connrate
-
-cleanup() {
+bench_cleanup() {
 	if [ -n "${WATCH:-}" ]; then kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null || true; fi
-	if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; fi
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
-	"$NTLAB" down
-	rm -rf "$OUT"
 }
-trap cleanup EXIT
-
-"$NTLAB" up snat-missing >/dev/null
-ip netns exec ntlab-p2 "$NTLAB" serve -addr 10.244.2.10:9002 -name p2 -ready-file "$OUT/served" &
-SERVER=$!
-for _ in $(seq 100); do [ -f "$OUT/served" ] && break; sleep 0.1; done
+. scripts/bench/conn-path.sh
 
 run() {
 	local label=$1
@@ -43,7 +30,7 @@ run() {
 	sysctl -qw kernel.bpf_stats_enabled=1
 	bpftool prog show -j >"$OUT/before.json"
 	local cpu_before=$(cpu_ticks $WATCH)
-	conns=$(ip netns exec ntlab-q1 "$OUT/connrate" -addr 10.96.0.99:9000 -d "${SECS}s" -workers 8 -rate "$RATE" 2>/dev/null)
+	conns=$(ip netns exec ntlab-q1 "$CONNRATE" -addr 10.96.0.99:9000 -d "${SECS}s" -workers 8 -rate "$RATE" 2>/dev/null)
 	local cpu_after=$(cpu_ticks $WATCH)
 	bpftool prog show -j >"$OUT/after.json"
 	sysctl -qw kernel.bpf_stats_enabled=0
