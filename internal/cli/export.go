@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nettrace-dev/nettrace/internal/engine"
-	"github.com/nettrace-dev/nettrace/pkg/trace"
+	"github.com/nettrace-dev/nettrace/internal/output"
 )
 
 func newExportCommand(g *globalFlags) *cobra.Command {
@@ -41,7 +41,7 @@ vni, vtep). In Wireshark: frame.comment == "drop_reason: IP_RPFILTER".`,
 			if err != nil {
 				return fmt.Errorf("create %s: %w", out, err)
 			}
-			n, err := trace.ExportPcapng(s, f)
+			n, err := output.ExportPcapng(s, engine.StreamNames(s), f)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
@@ -28,6 +29,13 @@ func OpenRecordings(files []string) (s *trace.Stream, closeAll func(), err error
 	return trace.NewStream(readers), closeAll, nil
 }
 
+// StreamNames are the names a stream's recordings keep: namespaces, drop
+// reasons, kernel symbols, wall-clock time, rulesets and rule traces.
+func StreamNames(s *trace.Stream) output.Names {
+	return output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall,
+		Rulesets: s.Ruleset, RuleTraces: s.RuleTrace}
+}
+
 // replayTickEvery is how many events replay takes between ticks: a
 // recording has no clock but its own, so flows end by event time.
 const replayTickEvery = 4096
@@ -36,8 +44,7 @@ const replayTickEvery = 4096
 // have narrowed them, through a pipeline made with o (its names and losses
 // are the stream's), and finishes it.
 func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
-	o.Names.DropReason, o.Names.Symbol, o.Names.Netns, o.Names.Wall = s.ReasonName, s.SymbolName, s.NetnsName, s.Wall
-	o.Names.Rulesets, o.Names.RuleTraces = s.Ruleset, s.RuleTrace
+	o.Names = StreamNames(s)
 	if s.CountsLosses() {
 		// As the live run decided: a flow's completeness once its losses
 		// are counted, as the recording says they were.

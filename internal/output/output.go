@@ -1,5 +1,6 @@
-// Package output renders events for people (one aligned line each) and for
-// programs (JSON lines with a "type" field; see docs/events.md).
+// Package output renders events for people (one aligned line each), for
+// programs (JSON lines with a "type" field; see docs/events.md) and for
+// packet tools (pcapng, with nettrace's facts as packet comments).
 package output
 
 import (

@@ -20,6 +20,8 @@ type view interface {
 	// object ("" for none), and appendJSON appends that object.
 	jsonKey() string
 	appendJSON(b []byte, n Names, e *event.Event) []byte
+	// pcapng appends the point's packet comments ("key: value") to c.
+	pcapng(n Names, e *event.Event, c []string) []string
 }
 
 // views holds each point's view, indexed by the point.
@@ -49,3 +51,4 @@ func (unknownView) step(_ Names, _ *flow.Flow, e *event.Event) string        { r
 func (unknownView) detail(_ Names, _ *event.Event, detail []string) []string { return detail }
 func (unknownView) jsonKey() string                                          { return "" }
 func (unknownView) appendJSON(b []byte, _ Names, _ *event.Event) []byte      { return b }
+func (unknownView) pcapng(_ Names, _ *event.Event, c []string) []string      { return c }

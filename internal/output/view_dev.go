@@ -23,3 +23,5 @@ func (devView) detail(_ Names, e *event.Event, detail []string) []string {
 func (devView) jsonKey() string { return "" }
 
 func (devView) appendJSON(b []byte, _ Names, _ *event.Event) []byte { return b }
+
+func (devView) pcapng(_ Names, _ *event.Event, c []string) []string { return c }

@@ -31,3 +31,7 @@ func (dropView) appendJSON(b []byte, n Names, e *event.Event) []byte {
 	b = p.str(b, "location", n.symbol(e.Drop.Location))
 	return p.close(b)
 }
+
+func (dropView) pcapng(n Names, e *event.Event, c []string) []string {
+	return append(c, "drop_reason: "+n.dropReason(e.Drop.Reason), "drop_location: "+n.symbol(e.Drop.Location))
+}

@@ -59,3 +59,5 @@ func (routeView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 	b = p.uintOmit(b, "table", uint64(e.Route.Table))
 	return p.close(b)
 }
+
+func (routeView) pcapng(_ Names, _ *event.Event, c []string) []string { return c }

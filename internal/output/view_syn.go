@@ -57,3 +57,7 @@ func (synView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 	b = p.uintOmit(b, "listen_overflows", s.ListenOverfl)
 	return p.close(b)
 }
+
+func (synView) pcapng(_ Names, e *event.Event, c []string) []string {
+	return append(c, "syn_outcome: "+e.SYN.Outcome.String())
+}

@@ -48,3 +48,5 @@ func (tcpView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 	b = p.uintOmit(b, "cookie", e.TCP.Cookie)
 	return p.close(b)
 }
+
+func (tcpView) pcapng(_ Names, _ *event.Event, c []string) []string { return c }

@@ -48,3 +48,10 @@ func (vxlanView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 	b = p.uintOmit(b, "port", uint64(e.VXLAN.Port))
 	return p.close(b)
 }
+
+func (vxlanView) pcapng(_ Names, e *event.Event, c []string) []string {
+	if e.Kind != event.KindVXLANEncap {
+		return c
+	}
+	return append(c, fmt.Sprintf("vni: %d", e.VXLAN.VNI), "vtep: "+e.VXLAN.Remote.String())
+}

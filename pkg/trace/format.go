@@ -1,6 +1,7 @@
 // Package trace reads and writes nettrace recordings: self-contained
 // streams of events that replay on any machine into the same flows and
-// explanations as the live run, and export to pcapng for Wireshark.
+// explanations as the live run (internal/output exports their packets to
+// pcapng, for Wireshark).
 //
 // A recording is a header and a stream of records:
 //

@@ -1,4 +1,4 @@
-package trace
+package output
 
 import (
 	"encoding/binary"
@@ -12,30 +12,35 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
-	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // exporter writes the packets of a stream as pcapng: one interface per
 // namespace and device, named "netns/dev"; per packet the direction, a
 // packet id shared by every state of one packet, and comments carrying
 // nettrace's metadata as "key: value" (in Wireshark: frame.comment ==
-// "drop_reason: IP_RPFILTER").
+// "drop_reason: IP_RPFILTER"): the event's, then its point's (its view's
+// pcapng).
 type exporter struct {
 	w      *pcapgo.NgWriter
-	s      *Stream
+	names  Names
 	ifaces map[string]int
 	epochs map[uint64]uint64
 }
 
+// EventSource gives events in order, io.EOF after the last.
+type EventSource interface {
+	Next(e *event.Event) error
+}
+
 // ExportPcapng writes the packets of s (events that carry packet bytes)
 // to out, and returns how many it wrote.
-func ExportPcapng(s *Stream, out io.Writer) (int, error) {
+func ExportPcapng(s EventSource, names Names, out io.Writer) (int, error) {
 	w, err := pcapgo.NewNgWriterInterface(out, pcapgo.NgInterface{Name: "nettrace", LinkType: layers.LinkTypeRaw, SnapLength: 65535},
 		pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "nettrace", Comment: "exported by nettrace from a recording"}})
 	if err != nil {
 		return 0, fmt.Errorf("write pcapng: %w", err)
 	}
-	x := &exporter{w: w, s: s, ifaces: map[string]int{}, epochs: map[uint64]uint64{}}
+	x := &exporter{w: w, names: names, ifaces: map[string]int{}, epochs: map[uint64]uint64{}}
 	n := 0
 	var e event.Event
 	for {
@@ -58,7 +63,7 @@ func ExportPcapng(s *Stream, out io.Writer) (int, error) {
 }
 
 func (x *exporter) iface(e *event.Event) (int, error) {
-	name := x.s.NetnsName(e.Netns)
+	name := x.names.netns(e.Netns)
 	if d := e.Ifname.String(); d != "" {
 		name += "/" + d
 	}
@@ -66,7 +71,7 @@ func (x *exporter) iface(e *event.Event) (int, error) {
 		return id, nil
 	}
 	id, err := x.w.AddInterface(pcapgo.NgInterface{Name: name, LinkType: layers.LinkTypeRaw, SnapLength: 65535,
-		Description: "network namespace " + x.s.NetnsName(e.Netns)})
+		Description: "network namespace " + x.names.netns(e.Netns)})
 	if err != nil {
 		return 0, fmt.Errorf("write pcapng: %w", err)
 	}
@@ -93,7 +98,7 @@ func (x *exporter) packet(e *event.Event) error {
 	case event.KindDevTx, event.KindVXLANEncap:
 		opts.Flags = &pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionOutbound}
 	}
-	ci := gopacket.CaptureInfo{Timestamp: x.s.Wall(e.Time), CaptureLength: len(e.Packet), Length: length, InterfaceIndex: id}
+	ci := gopacket.CaptureInfo{Timestamp: x.names.wall(e.Time), CaptureLength: len(e.Packet), Length: length, InterfaceIndex: id}
 	if err := x.w.WritePacketWithOptions(ci, e.Packet, opts); err != nil {
 		return fmt.Errorf("write pcapng: %w", err)
 	}
@@ -112,52 +117,22 @@ func ipLength(b []byte) int {
 	return 0
 }
 
-func tuple(t event.Tuple) string {
+// pcapngTuple is a tuple in a comment: "tcp 10.0.0.1:40000 -> 10.96.0.10:80".
+func pcapngTuple(t event.Tuple) string {
 	return fmt.Sprintf("%s %s -> %s", event.ProtoName(t.Proto), netip.AddrPortFrom(t.Src, t.Sport), netip.AddrPortFrom(t.Dst, t.Dport))
 }
 
-// ruleComment names the rule that decided a hook's outcome (nil: the
-// chain's policy), from the recording's ruleset.
-func ruleComment(a *ruleset.Attribution, r *ruleset.Rule) string {
-	if r == nil {
-		return fmt.Sprintf("%s %s policy", a.Table, a.Hook)
-	}
-	return fmt.Sprintf("%s %s rule %d: %s", r.Table, r.Chain, r.Position, r.Text)
-}
-
 func (x *exporter) comments(e *event.Event) []string {
-	c := []string{"point: " + e.Point.String(), "kind: " + e.Kind.String(), "netns: " + x.s.NetnsName(e.Netns)}
+	c := []string{"point: " + e.Point.String(), "kind: " + e.Kind.String(), "netns: " + x.names.netns(e.Netns)}
 	if e.Hook != event.HookNone {
 		c = append(c, "hook: "+e.Hook.String())
 	}
-	c = append(c, "tuple: "+tuple(e.Tuple))
+	c = append(c, "tuple: "+pcapngTuple(e.Tuple))
 	if e.HasInner() {
-		c = append(c, "inner: "+tuple(e.Inner))
-	}
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		c = append(c, "nat_before: "+tuple(e.NAT.Pre), "nat_after: "+tuple(e.Tuple))
-		if t := e.Translation().Names(); len(t) > 0 {
-			c = append(c, "translation: "+strings.Join(t, ","))
-		}
-		if a := x.s.Ruleset(e.Netns, e.Time).NATOf(e, ruleset.Mark{}); a != nil {
-			c = append(c, "netfilter_rule: "+ruleComment(a, a.Rule))
-			if a.Skipped != nil {
-				c = append(c, "netfilter_rule_not_reached: "+ruleComment(a, a.Skipped))
-			}
-		}
+		c = append(c, "inner: "+pcapngTuple(e.Inner))
 	}
 	if e.HasCT() {
 		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))
 	}
-	switch e.Point {
-	case event.PointDrop:
-		c = append(c, "drop_reason: "+x.s.ReasonName(e.Drop.Reason), "drop_location: "+x.s.SymbolName(e.Drop.Location))
-	case event.PointVXLAN:
-		if e.Kind == event.KindVXLANEncap {
-			c = append(c, fmt.Sprintf("vni: %d", e.VXLAN.VNI), "vtep: "+e.VXLAN.Remote.String())
-		}
-	case event.PointSYN:
-		c = append(c, "syn_outcome: "+e.SYN.Outcome.String())
-	}
-	return c
+	return viewOf(e.Point).pcapng(x.names, e, c)
 }

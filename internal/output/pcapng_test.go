@@ -1,0 +1,72 @@
+package output
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// events is an EventSource over a slice.
+type events []event.Event
+
+func (s *events) Next(e *event.Event) error {
+	if len(*s) == 0 {
+		return io.EOF
+	}
+	*e, *s = (*s)[0], (*s)[1:]
+	return nil
+}
+
+// Every event with packet bytes is a packet on its namespace's device,
+// commented with the event's facts and its point's (the views').
+func TestExportPcapngComments(t *testing.T) {
+	evs := events(fixture.SNATMissing(false))
+	ipHeader := []byte{0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+	for i := range evs {
+		evs[i].Packet = ipHeader
+	}
+	want := len(evs)
+	names := Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
+	var out bytes.Buffer
+	n, err := ExportPcapng(&evs, names, &out)
+	if err != nil || n != want {
+		t.Fatalf("exported %d packets (%v), want %d", n, err, want)
+	}
+	r, err := pcapgo.NewNgReader(&out, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for {
+		_, ci, opts, err := r.ReadPacketDataWithOptions()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ci.Length != 60 || !strings.HasPrefix(opts.Comments[0], "point: ") {
+			t.Errorf("packet of length %d commented %q", ci.Length, opts.Comments)
+		}
+		for _, c := range opts.Comments {
+			count[c]++
+		}
+		if slices.Contains(opts.Comments, "drop_reason: IP_RPFILTER") {
+			if iface, _ := r.Interface(ci.InterfaceIndex); iface.Name != "n1/eth0" {
+				t.Errorf("the drop on interface %q, want n1/eth0", iface.Name)
+			}
+		}
+	}
+	for _, c := range []string{"drop_reason: IP_RPFILTER", "vni: 1", "translation: dnat", "point: drop", "nat_before: tcp 172.20.0.1:40000 -> 10.96.0.10:80"} {
+		if count[c] != 1 {
+			t.Errorf("%d packets commented %q, want 1 (all: %v)", count[c], c, count)
+		}
+	}
+}
