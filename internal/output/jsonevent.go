@@ -39,16 +39,7 @@ func (n Names) AppendEvent(b []byte, e *event.Event) []byte {
 	if e.HasInner() {
 		b = appendTuple(o.key(b, "inner"), e.Inner)
 	}
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		b = appendTuple(o.key(b, "pre"), e.NAT.Pre)
-		if bareTuple(e.NAT.Pre) != bareTuple(e.Tuple) {
-			b = append(o.key(b, "translated"), "true"...)
-		}
-		b = appendStrings(b, &o, "translations", e.Translation().Names(), true)
-	}
-	if e.Point == event.PointNAT {
-		b = o.strOmit(b, "out_dev", e.NAT.OutIfname.String())
-	}
+	b = viewOf(e.Point).appendJSONFields(b, &o, e)
 	if e.HasCT() {
 		b = appendConntrack(o.key(b, "ct"), &e.CT)
 	}

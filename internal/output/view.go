@@ -20,6 +20,9 @@ type view interface {
 	// object ("" for none), and appendJSON appends that object.
 	jsonKey() string
 	appendJSON(b []byte, n Names, e *event.Event) []byte
+	// appendJSONFields appends the point's fields that sit at the top of
+	// an event's object, after its tuples (the nat point's pre-NAT tuple).
+	appendJSONFields(b []byte, o *jsonObject, e *event.Event) []byte
 	// pcapng appends the point's packet comments ("key: value") to c.
 	pcapng(n Names, e *event.Event, c []string) []string
 }
@@ -52,3 +55,6 @@ func (unknownView) detail(_ Names, _ *event.Event, detail []string) []string { r
 func (unknownView) jsonKey() string                                          { return "" }
 func (unknownView) appendJSON(b []byte, _ Names, _ *event.Event) []byte      { return b }
 func (unknownView) pcapng(_ Names, _ *event.Event, c []string) []string      { return c }
+func (unknownView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte {
+	return b
+}

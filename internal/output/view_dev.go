@@ -25,3 +25,5 @@ func (devView) jsonKey() string { return "" }
 func (devView) appendJSON(b []byte, _ Names, _ *event.Event) []byte { return b }
 
 func (devView) pcapng(_ Names, _ *event.Event, c []string) []string { return c }
+
+func (devView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte { return b }

@@ -35,3 +35,5 @@ func (dropView) appendJSON(b []byte, n Names, e *event.Event) []byte {
 func (dropView) pcapng(n Names, e *event.Event, c []string) []string {
 	return append(c, "drop_reason: "+n.dropReason(e.Drop.Reason), "drop_location: "+n.symbol(e.Drop.Location))
 }
+
+func (dropView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte { return b }

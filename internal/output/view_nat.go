@@ -59,6 +59,20 @@ func (natView) detail(_ Names, e *event.Event, detail []string) []string {
 
 func (natView) jsonKey() string { return "" }
 
+// appendJSONFields appends the nat point's fields, at the top of an event's
+// object: the tuple before the hook and what changed, and the route's
+// device after it.
+func (natView) appendJSONFields(b []byte, o *jsonObject, e *event.Event) []byte {
+	if e.Flags&event.FlagPre != 0 {
+		b = appendTuple(o.key(b, "pre"), e.NAT.Pre)
+		if bareTuple(e.NAT.Pre) != bareTuple(e.Tuple) {
+			b = append(o.key(b, "translated"), "true"...)
+		}
+		b = appendStrings(b, o, "translations", e.Translation().Names(), true)
+	}
+	return o.strOmit(b, "out_dev", e.NAT.OutIfname.String())
+}
+
 func (natView) appendJSON(b []byte, _ Names, _ *event.Event) []byte { return b }
 
 // pcapng comments on a hook seen translating (or not): the tuple before

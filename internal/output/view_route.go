@@ -61,3 +61,5 @@ func (routeView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 }
 
 func (routeView) pcapng(_ Names, _ *event.Event, c []string) []string { return c }
+
+func (routeView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte { return b }

@@ -61,3 +61,5 @@ func (synView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 func (synView) pcapng(_ Names, e *event.Event, c []string) []string {
 	return append(c, "syn_outcome: "+e.SYN.Outcome.String())
 }
+
+func (synView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte { return b }

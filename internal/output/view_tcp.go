@@ -50,3 +50,5 @@ func (tcpView) appendJSON(b []byte, _ Names, e *event.Event) []byte {
 }
 
 func (tcpView) pcapng(_ Names, _ *event.Event, c []string) []string { return c }
+
+func (tcpView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte { return b }

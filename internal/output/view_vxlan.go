@@ -55,3 +55,5 @@ func (vxlanView) pcapng(_ Names, e *event.Event, c []string) []string {
 	}
 	return append(c, fmt.Sprintf("vni: %d", e.VXLAN.VNI), "vtep: "+e.VXLAN.Remote.String())
 }
+
+func (vxlanView) appendJSONFields(b []byte, _ *jsonObject, _ *event.Event) []byte { return b }
