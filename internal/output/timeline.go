@@ -83,14 +83,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 			tl.what[last], tl.shown[last] = "not a loss: "+ordinary, true
 			end = "consumed in " + t.names.netns(p.Last().Netns) + " (ordinary)"
 		}
-		tl.sig = append(append(append(tl.sig[:0], dir...), label...), end...)
-		for k := range p.Events {
-			e := &p.Events[k]
-			tl.sig = strconv.AppendUint(append(tl.sig, '|'), uint64(e.Netns), 10)
-			tl.sig = append(append(tl.sig, '/'), e.Ifname.String()...)
-			tl.sig = append(tl.sig, byte(e.Point), byte(e.Hook), ' ')
-			tl.sig = append(tl.sig, tl.what[k]...)
-		}
+		tl.sign(p, dir, label, end)
 		if first, ok := tl.seen[string(tl.sig)]; ok {
 			b = append(b, "  "...)
 			b = appendPacketLabel(b, dir, label, pt)
@@ -112,31 +105,8 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 				continue
 			}
 			e := &p.Events[k]
-			b = append(b, "    "...)
-			b = append(b, c.dim...)
-			b = appendOffset(b, e.Time, f.Start, 10)
-			b = append(b, c.reset...)
-			b = append(b, "  "...)
-			mark := len(b)
-			b = append(b, t.names.netns(e.Netns)...)
-			if dev := e.Ifname.String(); dev != "" {
-				b = append(append(b, '/'), dev...)
-			}
-			b = pad(b, mark, 24)
-			b = append(b, ' ')
-			mark = len(b)
-			b = append(b, e.Point.String()...)
-			if h := e.Hook.String(); h != "" {
-				b = append(append(b, ' '), h...)
-			}
-			b = pad(b, mark, 17)
-			b = append(b, ' ')
-			if e.Point == event.PointDrop && (ordinary == "" || k < len(p.Events)-1) {
-				b = append(append(append(b, c.red...), tl.what[k]...), c.reset...)
-			} else {
-				b = append(b, tl.what[k]...)
-			}
-			b = append(b, '\n')
+			red := e.Point == event.PointDrop && (ordinary == "" || k < len(p.Events)-1)
+			b = t.appendStep(b, c, f.Start, e, tl.what[k], red)
 			if fd != nil {
 				b = appendRules(b, fd.NetfilterRules, e)
 			}
@@ -149,14 +119,66 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 		b = append(b, " events of later packets, not kept (--max-packets)\n"...)
 	}
 	if fd != nil {
-		b = append(append(append(append(b, "  "...), c.red...), c.bold...), fd.Rule...)
-		b = append(append(append(b, c.reset...), ": "...), fd.Summary...)
-		b = append(b, '\n')
-		for _, ev := range fd.Evidence {
-			b = append(append(append(b, "    - "...), ev.Fact...), '\n')
-		}
+		b = appendFinding(b, c, fd)
 	}
 	return append(b, '\n')
+}
+
+// sign makes tl.sig what tells a packet's timeline (described) from
+// another's: its direction, label and end, and each step's place, point,
+// hook and words.
+func (tl *timeline) sign(p *flow.Packet, dir, label, end string) {
+	tl.sig = append(append(append(tl.sig[:0], dir...), label...), end...)
+	for k := range p.Events {
+		e := &p.Events[k]
+		tl.sig = strconv.AppendUint(append(tl.sig, '|'), uint64(e.Netns), 10)
+		tl.sig = append(append(tl.sig, '/'), e.Ifname.String()...)
+		tl.sig = append(tl.sig, byte(e.Point), byte(e.Hook), ' ')
+		tl.sig = append(tl.sig, tl.what[k]...)
+	}
+}
+
+// appendStep appends one step of a packet's timeline: its offset from the
+// flow's start, namespace and device, point and hook, and what it did (in
+// red for a drop).
+func (t *Text) appendStep(b []byte, c palette, start uint64, e *event.Event, what string, red bool) []byte {
+	b = append(b, "    "...)
+	b = append(b, c.dim...)
+	b = appendOffset(b, e.Time, start, 10)
+	b = append(b, c.reset...)
+	b = append(b, "  "...)
+	mark := len(b)
+	b = append(b, t.names.netns(e.Netns)...)
+	if dev := e.Ifname.String(); dev != "" {
+		b = append(append(b, '/'), dev...)
+	}
+	b = pad(b, mark, 24)
+	b = append(b, ' ')
+	mark = len(b)
+	b = append(b, e.Point.String()...)
+	if h := e.Hook.String(); h != "" {
+		b = append(append(b, ' '), h...)
+	}
+	b = pad(b, mark, 17)
+	b = append(b, ' ')
+	if red {
+		b = append(append(append(b, c.red...), what...), c.reset...)
+	} else {
+		b = append(b, what...)
+	}
+	return append(b, '\n')
+}
+
+// appendFinding appends a flow's finding: its rule, its sentence and its
+// evidence.
+func appendFinding(b []byte, c palette, fd *explain.Finding) []byte {
+	b = append(append(append(append(b, "  "...), c.red...), c.bold...), fd.Rule...)
+	b = append(append(append(b, c.reset...), ": "...), fd.Summary...)
+	b = append(b, '\n')
+	for _, ev := range fd.Evidence {
+		b = append(append(append(b, "    - "...), ev.Fact...), '\n')
+	}
+	return b
 }
 
 // appendHeader appends a flow's first line, without its newline: "flow 12

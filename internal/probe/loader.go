@@ -326,65 +326,107 @@ func (t *Tracer) resolve(m Method, p program) (string, string, error) {
 	return "", "", nil
 }
 
-func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodDef) (string, string, error) {
+// methodUsable says why a method cannot be used here, if it cannot.
+func (t *Tracer) methodUsable(m methodDef) error {
 	if m.requires != nil {
 		if err := m.requires(t); err != nil {
-			return "", "", err
+			return err
 		}
 	}
 	switch m.method {
 	case MethodKprobe:
 		if !t.facts.Kprobes {
-			return "", "", errors.New("kprobes not built into this kernel (no kprobe PMU: CONFIG_KPROBES is not set)")
+			return errors.New("kprobes not built into this kernel (no kprobe PMU: CONFIG_KPROBES is not set)")
 		}
 	case MethodUser:
 		// The SYN outcome is judged from the listener's queues: without
 		// sock_diag it cannot be.
 		if _, err := netlink.SocketDiagTCP(unix.AF_INET); err != nil {
-			return "", "", fmt.Errorf("sock_diag unavailable (is the tcp_diag module loaded?): %w", err)
+			return fmt.Errorf("sock_diag unavailable (is the tcp_diag module loaded?): %w", err)
 		}
-		return "", "SYN outcome from SYNs arriving without a SYN-ACK, sock_diag and TcpExt counters", nil
 	case MethodTracepoint:
-		if err := kernel.EnsureTracefs(func(what, where string) {
+		return kernel.EnsureTracefs(func(what, where string) {
 			t.opts.Log.Info().Str("fs", what).Str("at", where).Msg("mounted")
-		}); err != nil {
-			return "", "", err
-		}
+		})
 	}
-	spec := base.Copy()
-	own := map[string]bool{}
-	targets := map[string]string{}
-	var names, notes []string
-	var handlers []siteHandler
+	return nil
+}
+
+// linkProgram attaches a loaded program by a method other than netfilter
+// (linked per namespace) to its target; ret says a kprobe's is a return
+// probe.
+func linkProgram(method Method, prog *ebpf.Program, target string, ret bool) (link.Link, error) {
+	switch method {
+	case MethodFentry, MethodTpBTF:
+		return link.AttachTracing(link.TracingOptions{Program: prog})
+	case MethodKprobe:
+		if ret {
+			return link.Kretprobe(target, prog, nil)
+		}
+		return link.Kprobe(target, prog, nil)
+	case MethodTracepoint:
+		group, name, _ := strings.Cut(target, "/")
+		return link.Tracepoint(group, name, prog, nil)
+	}
+	return nil, fmt.Errorf("no program is linked by method %q", method)
+}
+
+// methodPlan is what attaching a method's programs takes: the spec of the
+// programs it loads itself and their targets, the handlers it enables in
+// the shared sites, and what to say of it.
+type methodPlan struct {
+	spec         *ebpf.CollectionSpec
+	targets      map[string]string // the programs it loads, by name
+	names, notes []string
+	handlers     []siteHandler
+}
+
+// planMethod resolves the targets of a method's programs.
+func (t *Tracer) planMethod(point string, base *ebpf.CollectionSpec, m methodDef) (*methodPlan, error) {
+	pl := &methodPlan{spec: base.Copy(), targets: map[string]string{}}
 	for _, p := range m.programs {
 		target, note, err := t.resolve(m.method, p)
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		if note != "" {
-			notes = append(notes, note)
+			pl.notes = append(pl.notes, note)
 		}
-		if target != "" && (len(names) == 0 || names[len(names)-1] != target) {
-			names = append(names, target)
+		if target != "" && (len(pl.names) == 0 || pl.names[len(pl.names)-1] != target) {
+			pl.names = append(pl.names, target)
 		}
 		if p.site != "" {
 			if !tracepointHasArgs(sites[p.site].tracepoint, 1) {
-				return "", "", fmt.Errorf("no BTF tracepoint %s in this kernel", sites[p.site].tracepoint)
+				return nil, fmt.Errorf("no BTF tracepoint %s in this kernel", sites[p.site].tracepoint)
 			}
-			handlers = append(handlers, siteHandler{point: point, name: p.name, site: p.site})
+			pl.handlers = append(pl.handlers, siteHandler{point: point, name: p.name, site: p.site})
 			continue
 		}
-		own[p.name] = true
-		targets[p.name] = target
+		pl.targets[p.name] = target
 		if m.method == MethodFentry {
-			spec.Programs[p.name].AttachTo = target
+			pl.spec.Programs[p.name].AttachTo = target
 		}
 	}
-	for name := range spec.Programs {
-		if !own[name] {
-			delete(spec.Programs, name)
+	for name := range pl.spec.Programs {
+		if _, own := pl.targets[name]; !own {
+			delete(pl.spec.Programs, name)
 		}
 	}
+	return pl, nil
+}
+
+func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodDef) (string, string, error) {
+	if err := t.methodUsable(m); err != nil {
+		return "", "", err
+	}
+	if m.method == MethodUser {
+		return "", "SYN outcome from SYNs arriving without a SYN-ACK, sock_diag and TcpExt counters", nil
+	}
+	pl, err := t.planMethod(point, base, m)
+	if err != nil {
+		return "", "", err
+	}
+	spec, targets, names, notes, handlers := pl.spec, pl.targets, pl.names, pl.notes, pl.handlers
 	fail := func(err error) (string, string, error) {
 		err = t.explain(m.method, err)
 		if len(notes) > 0 {
@@ -395,36 +437,19 @@ func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodD
 	var coll *ebpf.Collection
 	var links []link.Link
 	var attached []Attachment
-	if len(own) > 0 {
-		var err error
+	if len(targets) > 0 {
 		if coll, err = t.newCollection(spec); err != nil {
 			return fail(err)
 		}
 	}
 	for _, p := range m.programs {
-		if p.site != "" {
+		// Netfilter programs are linked per namespace below, once every
+		// program is loaded.
+		if p.site != "" || m.method == MethodNetfilter {
 			continue
 		}
-		prog := coll.Programs[p.name]
 		ret := strings.HasPrefix(spec.Programs[p.name].SectionName, "kretprobe/") || strings.HasPrefix(spec.Programs[p.name].SectionName, "fexit/")
-		var l link.Link
-		var err error
-		switch m.method {
-		case MethodFentry, MethodTpBTF:
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-		case MethodKprobe:
-			if ret {
-				l, err = link.Kretprobe(targets[p.name], prog, nil)
-			} else {
-				l, err = link.Kprobe(targets[p.name], prog, nil)
-			}
-		case MethodTracepoint:
-			group, name, _ := strings.Cut(targets[p.name], "/")
-			l, err = link.Tracepoint(group, name, prog, nil)
-		case MethodNetfilter:
-			// Linked per namespace below, once every program is loaded.
-			continue
-		}
+		l, err := linkProgram(m.method, coll.Programs[p.name], targets[p.name], ret)
 		if err != nil {
 			closeAll(links)
 			coll.Close()
