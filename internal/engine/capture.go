@@ -90,41 +90,48 @@ func (c *Capture) CountLosses() {
 // Run reads until stopped, the duration is over or the pipeline's event
 // limit is reached, then drains the ring buffer.
 func (c *Capture) Run() error {
+	// The clock is read once per record: at a busy node's rates, reading
+	// it for each deadline and interval check is a measurable share of the
+	// loop.
+	now := time.Now()
 	var deadline time.Time
 	if c.Duration > 0 {
-		deadline = time.Now().Add(c.Duration)
+		deadline = now.Add(c.Duration)
 	}
 	var rec ringbuf.Record
 	var ev event.Event
-	lastRescan, lastTick := time.Now(), time.Now()
-	c.lastJudged = time.Now()
+	lastRescan, lastTick, readBy := now, now, time.Time{}
+	c.lastJudged = now
 	stopping := false
 	for {
 		if !stopping {
-			stopping = c.stopDue(deadline)
+			stopping = c.stopDue(now, deadline)
 		}
-		if stopping {
+		switch {
+		case stopping:
 			// Drain what is already in the ring buffer, then stop.
-			c.Source.SetDeadline(time.Now())
-		} else {
-			c.Source.SetDeadline(time.Now().Add(tick))
+			c.Source.SetDeadline(now)
+		case readBy != lastTick.Add(tick):
+			readBy = lastTick.Add(tick)
+			c.Source.SetDeadline(readBy)
 		}
 		err := c.Source.ReadInto(&rec)
+		now = time.Now()
 		switch {
 		case err == nil:
 			if derr := event.DecodeKernel(rec.RawSample, &ev); derr != nil {
 				c.Log.Warn().Err(derr).Msg("undecodable record")
 				continue
 			}
-			c.take(&ev)
+			c.take(&ev, now)
 			// Flows end, held events expire and the recording is flushed
-			// on a clock too: a busy ring buffer never idles. At the time
+			// on a clock even while records keep coming, at the kernel time
 			// of the event just read, not the clock's: the ring buffer may
 			// hold seconds of later events, and a flow idle by the clock
 			// may have its next events there.
-			if time.Since(lastTick) >= tick {
+			if now.Sub(lastTick) >= tick {
 				c.periodic(ev.Time)
-				lastTick = time.Now()
+				lastTick = now
 			}
 			if c.Pipeline.err != nil {
 				return c.Pipeline.err
@@ -138,23 +145,23 @@ func (c *Capture) Run() error {
 		}
 		if c.Judge != nil {
 			c.Judge.Expire(stopping, c.Pipeline.Event)
-			c.lastJudged = time.Now()
+			c.lastJudged = now
 		}
 		if stopping {
 			return c.Pipeline.err
 		}
 		c.periodic(kernel.MonotonicNow())
-		lastTick = time.Now()
-		if c.Rescan != nil && time.Since(lastRescan) > time.Second {
+		lastTick = now
+		if c.Rescan != nil && now.Sub(lastRescan) > time.Second {
 			c.Rescan()
-			lastRescan = time.Now()
+			lastRescan = now
 		}
 	}
 }
 
-// stopDue says whether the run is to stop: a signal, the duration over or
-// the event limit reached.
-func (c *Capture) stopDue(deadline time.Time) bool {
+// stopDue says whether the run is to stop at now: a signal, the duration
+// over or the event limit reached.
+func (c *Capture) stopDue(now, deadline time.Time) bool {
 	select {
 	case s := <-c.Stop:
 		if c.Stopping != nil {
@@ -163,12 +170,12 @@ func (c *Capture) stopDue(deadline time.Time) bool {
 		return true
 	default:
 	}
-	return (!deadline.IsZero() && time.Now().After(deadline)) || c.Pipeline.Full()
+	return (!deadline.IsZero() && now.After(deadline)) || c.Pipeline.Full()
 }
 
 // take hands one kernel event, completed, to the pipeline, and to the
-// judge.
-func (c *Capture) take(ev *event.Event) {
+// judge, read at now.
+func (c *Capture) take(ev *event.Event, now time.Time) {
 	if c.Completer != nil {
 		c.Completer.Complete(ev)
 	}
@@ -178,9 +185,9 @@ func (c *Capture) take(ev *event.Event) {
 	}
 	c.Judge.Observe(ev, c.Pipeline.Event)
 	// Judged on a clock: a busy ring buffer is never idle.
-	if time.Since(c.lastJudged) >= tick {
+	if now.Sub(c.lastJudged) >= tick {
 		c.Judge.Expire(false, c.Pipeline.Event)
-		c.lastJudged = time.Now()
+		c.lastJudged = now
 	}
 }
 

@@ -483,8 +483,7 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 	case a.socket == nil:
 		a.socket = b.socket
 	case b.socket != nil:
-		a.socket.recs = append(a.socket.recs, b.socket.recs...)
-		a.socket.n += b.socket.n
+		a.socket.absorb(b.socket)
 	}
 	a.conn.merge(&b.conn)
 	if a.displaced == nil {

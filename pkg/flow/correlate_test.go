@@ -198,3 +198,37 @@ func TestRouteLookupsPerPacketAreBounded(t *testing.T) {
 		t.Fatalf("%d events on the packet, %d route lookups not kept; want %d and 5", n, st.Unheld, MaxHeld+1)
 	}
 }
+
+// TestMergeKeepsBothSockets: the client's socket and the server's are
+// first two flows (each namespace its own tuple, after DNAT); the packet
+// that crosses from one to the other makes them one, and that flow holds
+// both sockets' state changes, whole and in time order.
+func TestMergeKeepsBothSockets(t *testing.T) {
+	var s fixture.Seq
+	vip := fixture.T("10.0.0.1:1000", "10.96.0.1:80", fixture.SYN)
+	pod := fixture.T("10.0.0.1:1000", "10.0.0.2:8080", fixture.SYN)
+	const synSent, synRecv, established = 2, 3, 1
+	events := []event.Event{
+		fixture.State(&s, 0x51, "n1", vip, 7, synSent),
+		fixture.State(&s, 0x52, "n2", pod.Reverse(), 10, synRecv),
+		fixture.NAT(&s, 0x9, "n1", event.HookOutput, vip, pod, nil),
+		fixture.State(&s, 0x51, "n1", vip, synSent, established),
+		fixture.Dev(&s, 0x9, "n2/eth0", event.KindDevRx, pod),
+	}
+	_, flows := run(DefaultConfig, events)
+	var merged *Flow
+	for _, f := range flows {
+		if len(f.Socket) == 3 {
+			merged = f
+		}
+	}
+	if merged == nil {
+		t.Fatalf("no flow holds the three state changes: %d flows", len(flows))
+	}
+	want := []event.Event{events[0], events[1], events[3]}
+	for i, e := range merged.Socket {
+		if e.Time != want[i].Time || e.TCP != want[i].TCP || e.Netns != want[i].Netns || e.Tuple != want[i].Tuple {
+			t.Errorf("socket event %d: got %+v, want %+v", i, e, want[i])
+		}
+	}
+}

@@ -22,18 +22,16 @@ type Packet struct {
 	// memory.
 	Events []event.Event
 
-	recs  []byte // the events in compact form, in arrival order
-	n     int    // how many events recs holds
-	seen  uint64 // when the kernel first saw the skb address holding it
-	epoch uint32 // which use of the skb identity this packet is
+	recs  []byte            // the events in compact form, in arrival order
+	last  event.CompactBase // what the next event is written against
+	n     int               // how many events recs holds
+	seen  uint64            // when the kernel first saw the skb address holding it
+	epoch uint32            // which use of the skb identity this packet is
 }
 
 // add keeps an event of the packet.
 func (p *Packet) add(e *event.Event) {
-	// Encoded aside and appended whole, so that the packet's room grows
-	// once per event at most, to a size class that fits.
-	var scratch [2 * event.RecordSize]byte
-	p.recs = append(p.recs, event.AppendCompact(scratch[:0], e)...)
+	p.recs = event.AppendCompact(p.recs, e, &p.last)
 	p.n++
 }
 

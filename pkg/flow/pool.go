@@ -211,15 +211,31 @@ func (c *Correlator) recyclePacket(p *Packet) {
 // the rest.
 func (p *Packet) decode(room []event.Event) []event.Event {
 	p.Events = room[:p.n:p.n]
-	recs := p.recs
+	var base event.CompactBase
+	off := 0
 	for i := range p.Events {
-		n, err := event.DecodeCompact(recs, &p.Events[i])
+		n, err := event.DecodeCompact(p.recs, off, &p.Events[i], &base)
 		if err != nil {
 			panic(fmt.Sprintf("flow: event %d of packet %#x: %v", i, p.Skb, err)) // only AppendCompact wrote recs
 		}
-		recs = recs[n:]
+		off += n
 	}
 	return room[p.n:]
+}
+
+// absorb appends q's events to p's. They are written anew: q's compact
+// events are written against q's own sequence, not p's.
+func (p *Packet) absorb(q *Packet) {
+	var base event.CompactBase
+	var e event.Event
+	for off := 0; off < len(q.recs); {
+		n, err := event.DecodeCompact(q.recs, off, &e, &base)
+		if err != nil {
+			panic(fmt.Sprintf("flow: packet %#x: %v", q.Skb, err)) // only AppendCompact wrote recs
+		}
+		p.add(&e)
+		off += n
+	}
 }
 
 // Past these, a recycled packet's compact events and the array flows are
