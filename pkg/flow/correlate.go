@@ -82,7 +82,25 @@ type Correlator struct {
 	// same packet: events come in bursts along a packet's path.
 	recent    recentKeys
 	recentSkb recentSkb
+	// over lists the flows whose connection is over (connState.over), in
+	// the order they became so: they end after closedIdle without an
+	// event instead of Idle.
+	over []overFlow
 }
+
+// overFlow is a flow whose connection was over at time at. The flow's ID
+// tells it from a recycled or merged one.
+type overFlow struct {
+	f      *Flow
+	id, at uint64
+}
+
+// closedIdle is how long a flow whose connection is over waits for more
+// of it: its sockets are gone, what may still come is a segment already in
+// flight or retransmitted once (a FIN whose ACK was lost, after an RTO of
+// 200 ms or more), and a busy node's memory is mostly such flows waiting
+// out the idle time.
+const closedIdle = time.Second
 
 // recentKeys are the keys of the last event added and the flow all of them
 // lead to. Whatever changes where a key leads forgets them.
@@ -356,7 +374,11 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.touch(f)
 		return
 	}
+	wasOver := f.conn.over()
 	f.conn.add(&facts)
+	if !wasOver && f.conn.over() {
+		c.over = append(c.over, overFlow{f: f, id: f.ID, at: e.Time})
+	}
 	kept := false
 	for i, k := range keys[:n] {
 		if contradicted[i] && skb.kind == 0 {
@@ -458,6 +480,12 @@ func (c *Correlator) hold(e *event.Event) {
 	h[len(h)-1].Packet = nil
 	c.held[id] = h
 }
+
+// TCP states a socket that never got established closes from.
+const (
+	tcpSynSent = 2
+	tcpSynRecv = 3
+)
 
 // tcpClose is TCP_CLOSE: a socket in it is done, and its cookie names
 // nothing more.

@@ -232,3 +232,43 @@ func TestMergeKeepsBothSockets(t *testing.T) {
 		}
 	}
 }
+
+// TestOverConnectionEndsSooner: a flow whose sockets all closed after
+// their connection was established ends a second after its last event,
+// not at the idle time; a segment still in flight within that second
+// joins it. A connect that failed waits the idle time: its replies may
+// still be on their way.
+func TestOverConnectionEndsSooner(t *testing.T) {
+	t1 := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	t2 := fixture.T("10.0.0.1:1001", "10.0.0.2:80", fixture.SYN)
+	const synSent, established, closed = 2, 1, 7
+	var s fixture.Seq
+	events := []event.Event{
+		fixture.State(&s, 0x61, "n1", t1, synSent, established),
+		fixture.State(&s, 0x61, "n1", t1, established, closed),
+		fixture.State(&s, 0x71, "n1", t2, synSent, closed), // a connect that failed
+	}
+	s.Skip(uint64(300 * time.Millisecond))
+	late := t1.Reverse()
+	late.TCPFlags = 0x11 // FIN, ACK
+	events = append(events, fixture.Dev(&s, 0x9, "n1/eth0", event.KindDevRx, late))
+	c := New(Config{Idle: 3 * time.Second})
+	var ended []*Flow
+	done := func(f *Flow) { ended = append(ended, f.Clone()) }
+	for i := range events {
+		c.Add(&events[i], done)
+	}
+	last := events[len(events)-1].Time
+	c.Expire(last+uint64(closedIdle)-1, done)
+	if len(ended) != 0 {
+		t.Fatalf("%d flows ended within a second of the last segment", len(ended))
+	}
+	c.Expire(last+uint64(closedIdle)+1, done)
+	if len(ended) != 1 || len(ended[0].Socket) != 2 || len(ended[0].Packets) != 1 {
+		t.Fatalf("want the closed connection's flow, its two state changes and the late segment; got %d flows", len(ended))
+	}
+	c.Expire(events[2].Time+uint64(3*time.Second)+1, done)
+	if len(ended) != 2 || ended[1].Socket[0].TCP.Cookie != 0x71 {
+		t.Fatalf("want the failed connect's flow at the idle time; got %d flows", len(ended))
+	}
+}

@@ -213,6 +213,9 @@ type connFacts struct {
 	ctKey    key // the conntrack entry's key, when it identifies the connection
 	ct       ctSeen
 	sock     sockSeen
+	// sockDone: the socket closed after its connection was established
+	// (not a connect that failed, whose replies may still be on their way).
+	sockDone bool
 }
 
 // ctSeen and sockSeen hold keys by their sums: a flow keeps several, and
@@ -250,6 +253,10 @@ type connState struct {
 	nct    uint8
 	socks  [2]sockSeen
 	nsock  uint8
+	// done has bit i set when socks[i] closed after its connection was
+	// established; untracked, when the flow saw more sockets than it holds.
+	done      uint8
+	untracked bool
 }
 
 // maxSYNData bounds the data a Fast Open SYN carries, which its SYN-ACK
@@ -281,6 +288,7 @@ func factsOf(e *event.Event, pt event.Tuple) connFacts {
 	}
 	if e.Point == event.PointTCP && e.TCP.Cookie != 0 && e.Kind == event.KindTCPState {
 		f.sock = sockSeen{netns: e.Netns, conn: tupleKey(e.Netns, e.Tuple).sum(), cookie: e.TCP.Cookie}
+		f.sockDone = e.TCP.NewState == tcpClose && e.TCP.OldState != tcpSynSent && e.TCP.OldState != tcpSynRecv
 	}
 	return f
 }
@@ -342,10 +350,27 @@ func (s *connState) add(f *connFacts) {
 	if f.ct.sum != 0 && !s.hasCT(f.ct) {
 		s.addCT(f)
 	}
-	if f.sock.cookie != 0 && s.nsock < uint8(len(s.socks)) && !s.hasSock(f.sock) {
-		s.socks[s.nsock] = f.sock
+	if f.sock.cookie == 0 {
+		return
+	}
+	i := s.sockIndex(f.sock)
+	if i < 0 && s.nsock < uint8(len(s.socks)) {
+		i = int(s.nsock)
+		s.socks[i] = f.sock
 		s.nsock++
 	}
+	switch {
+	case i < 0:
+		s.untracked = true
+	case f.sockDone:
+		s.done |= 1 << i
+	}
+}
+
+// over says whether every socket of the connection closed after it was
+// established: what is left of it is segments in flight.
+func (s *connState) over() bool {
+	return s.nsock > 0 && !s.untracked && s.done == 1<<s.nsock-1
 }
 
 // addCT adds the conntrack entry of an event; a retransmitted SYN's
@@ -384,13 +409,13 @@ func (s *connState) hasCT(c ctSeen) bool {
 	return false
 }
 
-func (s *connState) hasSock(k sockSeen) bool {
-	for _, x := range s.socks[:s.nsock] {
+func (s *connState) sockIndex(k sockSeen) int {
+	for i, x := range s.socks[:s.nsock] {
 		if x == k {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // merge adds another flow's facts.
@@ -403,9 +428,10 @@ func (s *connState) merge(o *connState) {
 	for _, c := range o.cts[:o.nct] {
 		s.add(&connFacts{isnDir: -1, ct: c})
 	}
-	for _, k := range o.socks[:o.nsock] {
-		s.add(&connFacts{isnDir: -1, sock: k})
+	for i, k := range o.socks[:o.nsock] {
+		s.add(&connFacts{isnDir: -1, sock: k, sockDone: o.done&(1<<i) != 0})
 	}
+	s.untracked = s.untracked || o.untracked
 }
 
 // IPv6 extension headers walked to the transport header, as the kernel

@@ -269,6 +269,25 @@ func (c *Correlator) Expire(now uint64, done func(*Flow)) {
 	for c.oldest != nil && c.oldest.End+uint64(c.cfg.Idle) < c.now {
 		c.end(c.oldest, done)
 	}
+	c.expireOver(done)
+}
+
+// expireOver ends the flows whose connection is over once they have been
+// idle for closedIdle (or Idle, when shorter).
+func (c *Correlator) expireOver(done func(*Flow)) {
+	wait := uint64(min(closedIdle, c.cfg.Idle))
+	for len(c.over) > 0 {
+		o := c.over[0]
+		if o.f.open && o.f.ID == o.id && o.f.End+wait >= c.now {
+			if o.f.End <= o.at+wait {
+				return // the list's order is the order of o.at
+			}
+			// Busy long after its sockets closed: Idle decides.
+		} else if o.f.open && o.f.ID == o.id {
+			c.end(o.f, done)
+		}
+		c.over = c.over[1:]
+	}
 }
 
 // Flush ends every flow (end of a run), in the order they began. Every key
@@ -285,6 +304,7 @@ func (c *Correlator) Flush(done func(*Flow)) {
 		c.freeSkbs = append(c.freeSkbs, st)
 	}
 	clear(c.skbs)
+	c.over = nil
 	c.recentSkb = recentSkb{}
 	for _, f := range all {
 		c.handOut(f, done)
