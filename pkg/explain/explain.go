@@ -70,6 +70,12 @@ var Rules = []Rule{
 	{"no-reply", noReply},
 }
 
+// withheld says whether a finding is withheld from a flow: one that rests
+// on absence, from a flow that may have lost records.
+func withheld(f *flow.Flow, restsOnAbsence bool) bool {
+	return restsOnAbsence && f.LostAround > 0
+}
+
 // Explain returns the root-cause finding for a flow, or nil for a flow
 // that shows no failure. A flow that may have lost records (LostAround)
 // is explained by what it shows only: a finding resting on what it lacks
@@ -82,7 +88,7 @@ func Explain(f *flow.Flow, n Context) *Finding {
 	}
 	for _, r := range Rules {
 		if fd := r.Check(f, n); fd != nil {
-			if fd.restsOnAbsence && f.LostAround > 0 {
+			if withheld(f, fd.restsOnAbsence) {
 				continue
 			}
 			fd.Rule = r.ID

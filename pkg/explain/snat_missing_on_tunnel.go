@@ -61,12 +61,16 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 	if !outsideTunnel && !underlaySource && replyRx != nil {
 		return nil
 	}
-	ns := n.NetnsName(d.Netns)
 	// Without the reply's drop, the finding rests on the reply not seen on
 	// the tunnel: not seen at all, or seen where no tunnel device was.
+	restsOnAbsence := replyDrop == nil && (replyRx == nil || enter == nil)
+	if withheld(f, restsOnAbsence) {
+		return nil // not worth writing: under overload most flows are incomplete
+	}
+	ns := n.NetnsName(d.Netns)
 	fd := &Finding{Evidence: []Evidence{
 		evidence(n, d, "%s", natFact(n, d)),
-	}, restsOnAbsence: replyDrop == nil && (replyRx == nil || enter == nil)}
+	}, restsOnAbsence: restsOnAbsence}
 	notSNATed := "not SNATed in POSTROUTING"
 	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
