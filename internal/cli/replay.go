@@ -105,7 +105,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 	fl.StringVarP(&format, "output", "o", "text", "output format: text or json")
 	timelinesFlag(fl, &timelines)
 	eventsFlag(fl, &events)
-	fl.DurationVar(&flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
+	fl.DurationVar(&flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events (a connection whose sockets all closed: 1s, or this if shorter)")
 	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	fl.IntVar(&maxPackets, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd

@@ -128,7 +128,7 @@ changes. Without --rules nothing in any ruleset changes at all.`,
 	fl.StringVarP(&f.format, "output", "o", "text", "output format: text or json")
 	timelinesFlag(fl, &f.timelines)
 	eventsFlag(fl, &f.events)
-	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events")
+	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events (a connection whose sockets all closed: 1s, or this if shorter)")
 	fl.IntVar(&f.maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	fl.IntVar(&f.maxPkts, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd

@@ -267,6 +267,9 @@ func TestOverConnectionEndsSooner(t *testing.T) {
 	if len(ended) != 1 || len(ended[0].Socket) != 2 || len(ended[0].Packets) != 1 {
 		t.Fatalf("want the closed connection's flow, its two state changes and the late segment; got %d flows", len(ended))
 	}
+	if want := last + uint64(closedIdle); ended[0].Ended != want {
+		t.Errorf("ended at %d, want %d: losses after that are another flow's", ended[0].Ended, want)
+	}
 	c.Expire(events[2].Time+uint64(3*time.Second)+1, done)
 	if len(ended) != 2 || ended[1].Socket[0].TCP.Cookie != 0x71 {
 		t.Fatalf("want the failed connect's flow at the idle time; got %d flows", len(ended))

@@ -284,6 +284,9 @@ func (c *Correlator) expireOver(done func(*Flow)) {
 			}
 			// Busy long after its sockets closed: Idle decides.
 		} else if o.f.open && o.f.ID == o.id {
+			// What could have been its own came before End+wait: losses
+			// later than that are another flow's.
+			o.f.Ended = o.f.End + wait
 			c.end(o.f, done)
 		}
 		c.over = c.over[1:]
