@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -82,6 +83,10 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 		return err
 	}
 	c.startWatchers()
+	// Attaching parsed the kernel's BTF and the BPF objects: what of that a
+	// long run never needs again goes back to the system now, not whenever
+	// the runtime gets round to it.
+	debug.FreeOSMemory()
 	// A status line only where a person watches: stderr a terminal.
 	if isTerminal(os.Stderr) {
 		c.status = &statusLine{w: os.Stderr}
