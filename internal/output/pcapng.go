@@ -12,19 +12,22 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
 // exporter writes the packets of a stream as pcapng: one interface per
 // namespace and device, named "netns/dev"; per packet the direction, a
 // packet id shared by every state of one packet, and comments carrying
 // nettrace's metadata as "key: value" (in Wireshark: frame.comment ==
-// "drop_reason: IP_RPFILTER"): the event's, then its point's (its view's
-// pcapng).
+// "drop_reason: IP_RPFILTER"): the event's, its point's (its view's
+// pcapng), then the netfilter rules its flow's report names for it.
 type exporter struct {
 	w      *pcapgo.NgWriter
 	names  Names
 	ifaces map[string]int
 	epochs map[uint64]uint64
+	rules  map[stepKey][]string
 }
 
 // EventSource gives events in order, io.EOF after the last.
@@ -32,15 +35,32 @@ type EventSource interface {
 	Next(e *event.Event) error
 }
 
-// ExportPcapng writes the packets of s (events that carry packet bytes)
-// to out, and returns how many it wrote.
-func ExportPcapng(s EventSource, names Names, out io.Writer) (int, error) {
+// Recording opens a recording from its start: its events, and the names
+// they come with (which the stream fills as it is read).
+type Recording func() (EventSource, Names, error)
+
+// ExportPcapng writes the packets of a recording (events that carry packet
+// bytes) to out, in its order, and returns how many it wrote. It reads the
+// recording twice: first into flows, explained as replay explains them,
+// for the rules of each NAT step; then for the packets.
+func ExportPcapng(open Recording, out io.Writer) (int, error) {
+	s, names, err := open()
+	if err != nil {
+		return 0, err
+	}
+	rules, err := natStepRules(s, names)
+	if err != nil {
+		return 0, err
+	}
+	if s, names, err = open(); err != nil {
+		return 0, err
+	}
 	w, err := pcapgo.NewNgWriterInterface(out, pcapgo.NgInterface{Name: "nettrace", LinkType: layers.LinkTypeRaw, SnapLength: 65535},
 		pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "nettrace", Comment: "exported by nettrace from a recording"}})
 	if err != nil {
 		return 0, fmt.Errorf("write pcapng: %w", err)
 	}
-	x := &exporter{w: w, names: names, ifaces: map[string]int{}, epochs: map[uint64]uint64{}}
+	x := &exporter{w: w, names: names, ifaces: map[string]int{}, epochs: map[uint64]uint64{}, rules: rules}
 	n := 0
 	var e event.Event
 	for {
@@ -60,6 +80,83 @@ func ExportPcapng(s EventSource, names Names, out io.Writer) (int, error) {
 		return n, fmt.Errorf("write pcapng: %w", err)
 	}
 	return n, nil
+}
+
+// stepKey names one event of a recording across its two readings.
+type stepKey struct {
+	time, skb, skbSeen uint64
+	netns              uint32
+	point              event.Point
+	kind               event.Kind
+	hook               event.Hook
+}
+
+func stepOf(e *event.Event) stepKey {
+	return stepKey{e.Time, e.Skb, e.SkbSeen, e.Netns, e.Point, e.Kind, e.Hook}
+}
+
+// natStepRules correlates a recording into flows, explains each with the
+// rules of every NAT step, and returns those rules as comments, by step.
+func natStepRules(s EventSource, names Names) (map[stepKey][]string, error) {
+	rules := map[stepKey][]string{}
+	c := flow.New(flow.DefaultConfig)
+	done := func(f *flow.Flow) {
+		if len(f.Packets) == 0 {
+			return
+		}
+		r := explain.NewReport(f, names, explain.Detail{NATRules: explain.AllFlows})
+		for i, p := range f.Packets {
+			for j, named := range r.NATRules[i] {
+				if c := ruleComments(named); len(c) > 0 {
+					rules[stepOf(&p.Events[j])] = c
+				}
+			}
+		}
+	}
+	var e event.Event
+	for n := 0; ; n++ {
+		err := s.Next(&e)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.Add(&e, done)
+		if n%expireEvery == 0 {
+			c.Expire(e.Time, done)
+		}
+	}
+	c.Flush(done)
+	return rules, nil
+}
+
+// expireEvery is how many events the first reading takes between ending
+// idle flows: a recording has no clock but its own.
+const expireEvery = 4096
+
+// ruleComments are the comments naming the rules that decided a NAT step
+// (netfilter_rule) and the one a RETURN kept it from
+// (netfilter_rule_not_reached).
+func ruleComments(rules []explain.NetfilterRule) []string {
+	var c []string
+	for _, r := range rules {
+		switch r.Role {
+		case explain.RoleDecided:
+			c = append(c, "netfilter_rule: "+ruleComment(r))
+		case explain.RoleSkipped:
+			c = append(c, "netfilter_rule_not_reached: "+ruleComment(r))
+		}
+	}
+	return c
+}
+
+// ruleComment names a rule, or the chain's policy when no rule decided.
+func ruleComment(r explain.NetfilterRule) string {
+	if r.Position == 0 {
+		return fmt.Sprintf("%s %s policy", r.Table, r.Hook)
+	}
+	return fmt.Sprintf("%s %s rule %d: %s", r.Table, r.Chain, r.Position, r.Text)
 }
 
 func (x *exporter) iface(e *event.Event) (int, error) {
@@ -134,5 +231,6 @@ func (x *exporter) comments(e *event.Event) []string {
 	if e.HasCT() {
 		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))
 	}
-	return viewOf(e.Point).pcapng(x.names, e, c)
+	c = viewOf(e.Point).pcapng(x.names, e, c)
+	return append(c, x.rules[stepOf(e)]...)
 }

@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // events is an EventSource over a slice.
@@ -33,9 +35,20 @@ func TestExportPcapngComments(t *testing.T) {
 		evs[i].Packet = ipHeader
 	}
 	want := len(evs)
-	names := Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
+	rs := snatMissingRules(t)
+	names := Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName,
+		Rulesets: func(netns uint32, _ uint64) *ruleset.Ruleset {
+			if netns == fixture.Netns("n1") {
+				return rs
+			}
+			return nil
+		}}
+	open := func() (EventSource, Names, error) {
+		again := slices.Clone(evs)
+		return &again, names, nil
+	}
 	var out bytes.Buffer
-	n, err := ExportPcapng(&evs, names, &out)
+	n, err := ExportPcapng(open, &out)
 	if err != nil || n != want {
 		t.Fatalf("exported %d packets (%v), want %d", n, err, want)
 	}
@@ -64,9 +77,28 @@ func TestExportPcapngComments(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"drop_reason: IP_RPFILTER", "vni: 1", "translation: dnat", "point: drop", "nat_before: tcp 172.20.0.1:40000 -> 10.96.0.10:80"} {
+	for _, c := range []string{"drop_reason: IP_RPFILTER", "vni: 1", "translation: dnat", "point: drop", "nat_before: tcp 172.20.0.1:40000 -> 10.96.0.10:80",
+		// The rules the flow's report names, as replay does: the DNAT's,
+		// the stale RETURN and the MASQUERADE it kept the SYN from.
+		`netfilter_rule: nat KUBE-SEP-SLU7GZY5SPD3QPRN rule 2: -A KUBE-SEP-SLU7GZY5SPD3QPRN -p tcp -m comment --comment "default/web" -m tcp -j DNAT --to-destination 10.244.2.10:8080`,
+		`netfilter_rule: nat POSTROUTING rule 4: -A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment "flanneld masq" -j RETURN`,
+		`netfilter_rule_not_reached: nat POSTROUTING rule 6: -A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`} {
 		if count[c] != 1 {
 			t.Errorf("%d packets commented %q, want 1 (all: %v)", count[c], c, count)
 		}
 	}
+}
+
+// snatMissingRules is incident 1's ruleset of n1.
+func snatMissingRules(t *testing.T) *ruleset.Ruleset {
+	t.Helper()
+	b, err := os.ReadFile("../../pkg/ruleset/testdata/snat-missing-n1.rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := ruleset.Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }

@@ -1,12 +1,10 @@
 package output
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
-	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // natView shows the nat point: a NAT hook's tuple before and after, and the route device after it.
@@ -76,9 +74,9 @@ func (natView) appendJSONFields(b []byte, o *jsonObject, e *event.Event) []byte 
 func (natView) appendJSON(b []byte, _ Names, _ *event.Event) []byte { return b }
 
 // pcapng comments on a hook seen translating (or not): the tuple before
-// and after, what the change was, and the rule the recording's ruleset
-// names for it.
-func (natView) pcapng(n Names, e *event.Event, c []string) []string {
+// and after, and what the change was. The rules that decided it are the
+// report's (the exporter's).
+func (natView) pcapng(_ Names, e *event.Event, c []string) []string {
 	if e.Flags&event.FlagPre == 0 {
 		return c
 	}
@@ -86,20 +84,5 @@ func (natView) pcapng(n Names, e *event.Event, c []string) []string {
 	if t := e.Translation().Names(); len(t) > 0 {
 		c = append(c, "translation: "+strings.Join(t, ","))
 	}
-	if a := n.Ruleset(e.Netns, e.Time).NATOf(e, ruleset.Mark{}); a != nil {
-		c = append(c, "netfilter_rule: "+ruleComment(a, a.Rule))
-		if a.Skipped != nil {
-			c = append(c, "netfilter_rule_not_reached: "+ruleComment(a, a.Skipped))
-		}
-	}
 	return c
-}
-
-// ruleComment names the rule that decided a hook's outcome (nil: the
-// chain's policy), from the recording's ruleset.
-func ruleComment(a *ruleset.Attribution, r *ruleset.Rule) string {
-	if r == nil {
-		return fmt.Sprintf("%s %s policy", a.Table, a.Hook)
-	}
-	return fmt.Sprintf("%s %s rule %d: %s", r.Table, r.Chain, r.Position, r.Text)
 }
