@@ -53,6 +53,7 @@ type Correlator struct {
 	freePackets []*Packet
 	freeSkbs    []*skbState
 	freeHeld    [][]event.Event
+	rooms       rooms
 	// decoded holds the events of the flow being handed out.
 	decoded []event.Event
 	// released are the deferred flows given back, from any goroutine.
@@ -414,7 +415,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		if f.socket == nil {
 			f.socket = c.newPacket()
 		}
-		f.socket.add(e)
+		f.socket.add(e, &c.rooms)
 		c.closeSocket(e)
 		return
 	}
@@ -432,11 +433,11 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	id := skbID{skb.id, skb.aux}
 	if held, ok := c.held[id]; ok {
 		for i := range held {
-			p.add(&held[i])
+			p.add(&held[i], &c.rooms)
 		}
 		c.dropHeld(id, held)
 	}
-	p.add(e)
+	p.add(e, &c.rooms)
 }
 
 // maxDisplaced bounds how many connections back on one key a late packet
@@ -511,7 +512,7 @@ func (c *Correlator) merge(a, b *Flow) *Flow {
 	case a.socket == nil:
 		a.socket = b.socket
 	case b.socket != nil:
-		a.socket.absorb(b.socket)
+		a.socket.absorb(b.socket, &c.rooms)
 	}
 	a.conn.merge(&b.conn)
 	if a.displaced == nil {

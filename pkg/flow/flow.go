@@ -29,8 +29,15 @@ type Packet struct {
 	epoch uint32            // which use of the skb identity this packet is
 }
 
-// add keeps an event of the packet.
-func (p *Packet) add(e *event.Event) {
+// add keeps an event of the packet, growing its room from rooms.
+func (p *Packet) add(e *event.Event, rooms *rooms) {
+	if cap(p.recs)-len(p.recs) < eventRoom {
+		if room := rooms.get(len(p.recs)+eventRoom, len(p.recs) == 0); room != nil {
+			room = append(room, p.recs...)
+			rooms.put(p.recs)
+			p.recs = room
+		}
+	}
 	p.recs = event.AppendCompact(p.recs, e, &p.last)
 	p.n++
 }

@@ -201,9 +201,64 @@ func (c *Correlator) recycle(f *Flow) {
 }
 
 func (c *Correlator) recyclePacket(p *Packet) {
-	if cap(p.recs) <= maxKeptRecs {
-		*p = Packet{recs: p.recs[:0]}
-		c.freePackets = append(c.freePackets, p)
+	c.rooms.put(p.recs)
+	*p = Packet{}
+	c.freePackets = append(c.freePackets, p)
+}
+
+// rooms keeps the room packets held their compact events in, by size
+// class, for packets that grow: a packet crossing a dozen hops grows its
+// room several times, and room taken from the runtime each time is memory
+// it must clear, often fresh from the system (the largest cost of
+// correlation at a busy node's rates, before). A recycled packet keeps no
+// room, so that one holding a single event never holds a large one.
+type rooms struct {
+	free [roomClasses][][]byte
+}
+
+// Room sizes: roomClasses classes from minRoom, doubling.
+const (
+	minRoom     = 256
+	roomClasses = 5 // up to 4 KiB, a packet of about forty events
+)
+
+// eventRoom is the room an event's compact form takes at most but for an
+// IPv6 event with every section (which AppendCompact then grows for).
+const eventRoom = 256
+
+// get returns room for at least n bytes, empty: a kept room of the
+// smallest class that fits, or a new one. For a packet's first event
+// (first) it returns nil rather than a new room: most packets on a busy
+// node are one event's, and AppendCompact gives those exactly what they
+// take.
+func (r *rooms) get(n int, first bool) []byte {
+	for class, size := 0, minRoom; class < roomClasses; class, size = class+1, size*2 {
+		if size < n {
+			continue
+		}
+		if k := len(r.free[class]); k > 0 {
+			room := r.free[class][k-1]
+			r.free[class] = r.free[class][:k-1]
+			return room
+		}
+		if first {
+			return nil
+		}
+		return make([]byte, 0, size)
+	}
+	if first {
+		return nil
+	}
+	return make([]byte, 0, n)
+}
+
+// put keeps a room of one of the classes for later packets.
+func (r *rooms) put(room []byte) {
+	for class, size := 0, minRoom; class < roomClasses; class, size = class+1, size*2 {
+		if cap(room) == size {
+			r.free[class] = append(r.free[class], room[:0])
+			return
+		}
 	}
 }
 
@@ -225,7 +280,7 @@ func (p *Packet) decode(room []event.Event) []event.Event {
 
 // absorb appends q's events to p's. They are written anew: q's compact
 // events are written against q's own sequence, not p's.
-func (p *Packet) absorb(q *Packet) {
+func (p *Packet) absorb(q *Packet, rooms *rooms) {
 	var base event.CompactBase
 	var e event.Event
 	for off := 0; off < len(q.recs); {
@@ -233,17 +288,13 @@ func (p *Packet) absorb(q *Packet) {
 		if err != nil {
 			panic(fmt.Sprintf("flow: packet %#x: %v", q.Skb, err)) // only AppendCompact wrote recs
 		}
-		p.add(&e)
+		p.add(&e, rooms)
 		off += n
 	}
 }
 
-// Past these, a recycled packet's compact events and the array flows are
-// decoded into are let go.
-const (
-	maxKeptRecs    = 4 << 10
-	maxKeptDecoded = 1024
-)
+// Past this, the array flows are decoded into is let go.
+const maxKeptDecoded = 1024
 
 func (c *Correlator) evictOldest(done func(*Flow)) {
 	if c.oldest != nil {
