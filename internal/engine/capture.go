@@ -66,6 +66,11 @@ type Capture struct {
 // t-lossSlack for sure.
 const lossSlack = 50 * time.Millisecond
 
+// clockEvery is how many records a busy reader takes between readings of
+// the clock: well under a millisecond's worth at the rates where it
+// matters.
+const clockEvery = 64
+
 // tick is how often the periodic work runs, busy or idle, and the longest
 // a record waits in a quiet ring buffer: the kernel wakes the reader only
 // as records pile up (nt_wakeup), so an idle reader reads on this clock.
@@ -90,10 +95,11 @@ func (c *Capture) CountLosses() {
 // Run reads until stopped, the duration is over or the pipeline's event
 // limit is reached, then drains the ring buffer.
 func (c *Capture) Run() error {
-	// The clock is read once per record: at a busy node's rates, reading
-	// it for each deadline and interval check is a measurable share of the
-	// loop.
+	// The clock is read when the ring buffer is drained, and every
+	// clockEvery records while it is not: at a busy node's rates, reading
+	// it per record was 4 % of nettrace's time on this kind of VM.
 	now := time.Now()
+	unclocked := 0
 	var deadline time.Time
 	if c.Duration > 0 {
 		deadline = now.Add(c.Duration)
@@ -116,7 +122,9 @@ func (c *Capture) Run() error {
 			c.Source.SetDeadline(readBy)
 		}
 		err := c.Source.ReadInto(&rec)
-		now = time.Now()
+		if unclocked++; err != nil || rec.Remaining == 0 || unclocked == clockEvery {
+			now, unclocked = time.Now(), 0
+		}
 		switch {
 		case err == nil:
 			if derr := event.DecodeKernel(rec.RawSample, &ev); derr != nil {
