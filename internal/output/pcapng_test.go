@@ -3,7 +3,6 @@ package output
 import (
 	"bytes"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +34,10 @@ func TestExportPcapngComments(t *testing.T) {
 		evs[i].Packet = ipHeader
 	}
 	want := len(evs)
-	rs := snatMissingRules(t)
+	rs, err := fixture.Ruleset("snat-missing-n1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	names := Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName,
 		Rulesets: func(netns uint32, _ uint64) *ruleset.Ruleset {
 			if netns == fixture.Netns("n1") {
@@ -87,18 +89,4 @@ func TestExportPcapngComments(t *testing.T) {
 			t.Errorf("%d packets commented %q, want 1 (all: %v)", count[c], c, count)
 		}
 	}
-}
-
-// snatMissingRules is incident 1's ruleset of n1.
-func snatMissingRules(t *testing.T) *ruleset.Ruleset {
-	t.Helper()
-	b, err := os.ReadFile("../../pkg/ruleset/testdata/snat-missing-n1.rules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := ruleset.Parse(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rs
 }

@@ -2,7 +2,6 @@ package explain
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,11 +14,7 @@ import (
 // rules reads a ruleset of the lab's (pkg/ruleset/testdata).
 func rules(t *testing.T, name string) *ruleset.Ruleset {
 	t.Helper()
-	b, err := os.ReadFile("../ruleset/testdata/" + name + ".rules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := ruleset.Parse(string(b))
+	rs, err := fixture.Ruleset(name)
 	if err != nil {
 		t.Fatal(err)
 	}
