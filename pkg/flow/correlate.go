@@ -83,17 +83,18 @@ type Correlator struct {
 	// same packet: events come in bursts along a packet's path.
 	recent    recentKeys
 	recentSkb recentSkb
-	// over lists the flows whose connection is over (connState.over), in
-	// the order they became so: they end after closedIdle without an
-	// event instead of Idle.
-	over []overFlow
+	// over lists the flows whose connection is over (connState.over), by
+	// their last event when listed: they end after closedIdle without an
+	// event instead of Idle (idleOf).
+	over    []overFlow
+	serials uint64
 }
 
-// overFlow is a flow whose connection was over at time at. The flow's ID
-// tells it from a recycled or merged one.
+// overFlow is a flow listed as over when its last event was at at. The
+// flow's serial tells it from a recycled one.
 type overFlow struct {
-	f      *Flow
-	id, at uint64
+	f          *Flow
+	serial, at uint64
 }
 
 // closedIdle is how long a flow whose connection is over waits for more
@@ -102,6 +103,16 @@ type overFlow struct {
 // 200 ms or more), and a busy node's memory is mostly such flows waiting
 // out the idle time.
 const closedIdle = time.Second
+
+// idleOf is how long flow f lasts without an event: a property of the
+// flow alone, so that a recording replays into the flows of the live run
+// whenever either looked for idle flows.
+func (c *Correlator) idleOf(f *Flow) uint64 {
+	if f.conn.over() {
+		return uint64(min(closedIdle, c.cfg.Idle))
+	}
+	return uint64(c.cfg.Idle)
+}
 
 // recentKeys are the keys of the last event added and the flow all of them
 // lead to. Whatever changes where a key leads forgets them.
@@ -314,7 +325,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		if g == nil {
 			continue
 		}
-		if g.End+uint64(c.cfg.Idle) < e.Time {
+		if g.End+c.idleOf(g) < e.Time {
 			c.end(g, done) // idle: this event starts something new
 			continue
 		}
@@ -358,7 +369,8 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		}
 		c.nextID++
 		f = c.newFlow()
-		f.ID, f.Start = c.nextID, e.Time
+		c.serials++
+		f.ID, f.Start, f.serial = c.nextID, e.Time, c.serials
 		f.open = true
 		if displaced != nil {
 			f.displaced, f.displacedID = displaced, displaced.ID
@@ -375,11 +387,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.touch(f)
 		return
 	}
-	wasOver := f.conn.over()
 	f.conn.add(&facts)
-	if !wasOver && f.conn.over() {
-		c.over = append(c.over, overFlow{f: f, id: f.ID, at: e.Time})
-	}
 	kept := false
 	for i, k := range keys[:n] {
 		if contradicted[i] && skb.kind == 0 {
@@ -411,6 +419,10 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		f.Start = e.Time
 	}
 	c.touch(f)
+	if f.conn.over() && !f.listedOver {
+		f.listedOver = true
+		c.over = append(c.over, overFlow{f: f, serial: f.serial, at: f.End})
+	}
 	if skb.kind == 0 {
 		if f.socket == nil {
 			f.socket = c.newPacket()

@@ -1,7 +1,10 @@
 package flow
 
 import (
+	"fmt"
 	"math/rand"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,5 +276,41 @@ func TestOverConnectionEndsSooner(t *testing.T) {
 	c.Expire(events[2].Time+uint64(3*time.Second)+1, done)
 	if len(ended) != 2 || ended[1].Socket[0].TCP.Cookie != 0x71 {
 		t.Fatalf("want the failed connect's flow at the idle time; got %d flows", len(ended))
+	}
+}
+
+// TestIdleIsTheFlowsOwn: whether the correlator looked for idle flows
+// between two events (the live run, on its clock) or not (a replay, by
+// event count), the same events give the same flows, ended at the same
+// time: a closed connection's late segment after its shorter idle time
+// starts a flow of its own either way.
+func TestIdleIsTheFlowsOwn(t *testing.T) {
+	tup := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	late := tup.Reverse()
+	late.TCPFlags = 0x11 // FIN, ACK
+	const synSent, established, closed = 2, 1, 7
+	var s fixture.Seq
+	events := []event.Event{
+		fixture.State(&s, 0x61, "n1", tup, synSent, established),
+		fixture.State(&s, 0x61, "n1", tup, established, closed),
+	}
+	s.Skip(uint64(1500 * time.Millisecond))
+	events = append(events, fixture.Dev(&s, 0x9, "n1/eth0", event.KindDevRx, late))
+	correlate := func(lookEveryEvent bool) []string {
+		c := New(Config{Idle: 3 * time.Second})
+		var got []string
+		done := func(f *Flow) { got = append(got, fmt.Sprintf("%d socket events, %d packets, ended %d", len(f.Socket), len(f.Packets), f.Ended)) }
+		for i := range events {
+			if lookEveryEvent {
+				c.Expire(events[i].Time, done)
+			}
+			c.Add(&events[i], done)
+		}
+		c.Flush(done)
+		return got
+	}
+	live, replay := correlate(true), correlate(false)
+	if !slices.Equal(live, replay) || len(live) != 2 {
+		t.Errorf("looking for idle flows at every event:\n%s\nnever:\n%s\nwant the same two flows", strings.Join(live, "\n"), strings.Join(replay, "\n"))
 	}
 }

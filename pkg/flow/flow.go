@@ -82,8 +82,12 @@ type Flow struct {
 
 	socket *Packet // the socket events while the flow is open, if any
 	open   bool    // not ended (nor merged into another)
-	keys   []key
-	conn   connState
+	// serial names the flow for as long as it is open (an ID changes when
+	// flows merge); listedOver, that it is in the correlator's over list.
+	serial     uint64
+	listedOver bool
+	keys       []key
+	conn       connState
 	// displaced is the flow this one took a key from when its connection
 	// reused the key (another connection on the same tuple), while that
 	// flow is open with displacedID: its late packets still find it.

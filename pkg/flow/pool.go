@@ -67,9 +67,9 @@ func (c *Correlator) handOut(f *Flow, done func(*Flow)) {
 	f.open = false
 	if f.Ended == 0 {
 		// Idle, or the run's end: what could have been its own came
-		// before End+Idle. Not the time it was found idle, which depends
-		// on when user space looked.
-		f.Ended = f.End + uint64(c.cfg.Idle)
+		// before End plus its idle time. Not the time it was found idle,
+		// which depends on when user space looked.
+		f.Ended = f.End + c.idleOf(f)
 	}
 	c.active--
 	c.unlink(f)
@@ -323,22 +323,23 @@ func (c *Correlator) Expire(now uint64, done func(*Flow)) {
 	c.expireOver(done)
 }
 
-// expireOver ends the flows whose connection is over once they have been
-// idle for closedIdle (or Idle, when shorter).
+// expireOver ends the flows whose connection is over once idle for their
+// idle time (idleOf). The list is in the order of the flows' last events
+// when listed; a flow with later events goes to its end again.
 func (c *Correlator) expireOver(done func(*Flow)) {
-	wait := uint64(min(closedIdle, c.cfg.Idle))
 	for len(c.over) > 0 {
 		o := c.over[0]
-		if o.f.open && o.f.ID == o.id && o.f.End+wait >= c.now {
-			if o.f.End <= o.at+wait {
-				return // the list's order is the order of o.at
-			}
-			// Busy long after its sockets closed: Idle decides.
-		} else if o.f.open && o.f.ID == o.id {
-			// What could have been its own came before End+wait: losses
-			// later than that are another flow's.
-			o.f.Ended = o.f.End + wait
-			c.end(o.f, done)
+		f := o.f
+		switch {
+		case !f.open || f.serial != o.serial:
+		case !f.conn.over():
+			f.listedOver = false // a new socket: listed again if it closes
+		case f.End+c.idleOf(f) < c.now:
+			c.end(f, done)
+		case f.End > o.at:
+			c.over = append(c.over, overFlow{f: f, serial: f.serial, at: f.End})
+		default:
+			return
 		}
 		c.over = c.over[1:]
 	}
