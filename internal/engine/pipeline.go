@@ -72,6 +72,13 @@ type Pipeline struct {
 	// found counts the findings so far, for the status line (findings is
 	// the writing goroutine's).
 	found atomic.Uint64
+	// now is the newest kernel time the pipeline saw. The flight recorder
+	// may not settle a window past the time the flows it has been told of
+	// were handed out at (writtenAt, of written of them, on the writing
+	// goroutine): a finding still being explained may widen it.
+	now       uint64
+	written   atomic.Uint64
+	writtenAt atomic.Uint64
 	// losses, when the run counts them, say which flows may lack records:
 	// an ended flow waits in unsure until every loss that could have
 	// touched it is counted. incomplete counts the flows that lacked some.
@@ -100,16 +107,16 @@ func (p *Pipeline) flushOut() {
 
 // endedFlow is a finished flow on its way to be explained: the n-th to end.
 type endedFlow struct {
-	n uint64
-	f *flow.Flow
+	n, at uint64 // at: the pipeline's kernel time when it ended
+	f     *flow.Flow
 }
 
 // renderedFlow is what is left to do of the n-th flow to end: count its
 // finding and write its text.
 type renderedFlow struct {
-	n    uint64
-	rule string // of its finding; "" for none
-	text []byte // nil when not shown
+	n, at uint64
+	rule  string // of its finding; "" for none
+	text  []byte // nil when not shown
 	// what the flight recorder needs of a flow with a finding
 	id, start, end uint64
 }
@@ -268,6 +275,7 @@ func (p *Pipeline) Event(e *event.Event) {
 	}
 	p.counts[e.Point]++
 	p.total++
+	p.now = max(p.now, e.Time)
 	if p.rec != nil {
 		p.rec.Event(e)
 	}
@@ -326,7 +334,7 @@ func (p *Pipeline) deliver(f *flow.Flow) {
 		}
 	}
 	if p.ended != nil {
-		p.ended <- endedFlow{n: p.endedN, f: f}
+		p.ended <- endedFlow{n: p.endedN, at: p.now, f: f}
 		p.endedN++
 		return
 	}
@@ -338,7 +346,7 @@ func (p *Pipeline) deliver(f *flow.Flow) {
 func (p *Pipeline) renderEnded(render flowRenderer) {
 	for x := range p.ended {
 		room := x.f.Decode(p.rooms.get())
-		r := renderedFlow{n: x.n, id: x.f.ID, start: x.f.Start, end: x.f.End}
+		r := renderedFlow{n: x.n, at: x.at, id: x.f.ID, start: x.f.Start, end: x.f.End}
 		report := p.explain(x.f)
 		r.rule = report.Rule()
 		if render != nil && report != nil {
@@ -360,6 +368,8 @@ func (p *Pipeline) writeRendered() {
 // writeFlow counts a rendered flow's finding and writes its text.
 func (p *Pipeline) writeFlow(y renderedFlow) {
 	p.countFinding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
+	p.writtenAt.Store(y.at)
+	p.written.Add(1)
 	if y.text == nil {
 		return
 	}
@@ -506,6 +516,7 @@ func (p *Pipeline) recordRuleTraces() {
 // Tick takes the rulesets that changed, ends the flows idle at kernel time
 // now and pushes the recording to disk.
 func (p *Pipeline) Tick(now uint64) {
+	p.now = max(p.now, now)
 	for more := true; more; {
 		select {
 		case s := <-p.ruleChanges:
@@ -526,8 +537,20 @@ func (p *Pipeline) Tick(now uint64) {
 		p.rec.Flush()
 	}
 	if p.flight != nil {
-		p.flight.tick(now, false)
+		p.flight.tick(p.findingsThrough(now), false)
 	}
+}
+
+// findingsThrough is the kernel time through which the flight recorder
+// knows every finding of the flows ended by now: now itself unless flows
+// are still being explained on their goroutines, else just before the
+// time the last flow written was handed out at (flows handed out at that
+// same time may still be on their way).
+func (p *Pipeline) findingsThrough(now uint64) uint64 {
+	if p.ended == nil || p.written.Load() == p.endedN {
+		return now
+	}
+	return min(now, max(p.writtenAt.Load(), 1)-1)
 }
 
 // Finish ends every flow and writes the summary: on stderr, and as the
