@@ -299,7 +299,9 @@ func TestIdleIsTheFlowsOwn(t *testing.T) {
 	correlate := func(lookEveryEvent bool) []string {
 		c := New(Config{Idle: 3 * time.Second})
 		var got []string
-		done := func(f *Flow) { got = append(got, fmt.Sprintf("%d socket events, %d packets, ended %d", len(f.Socket), len(f.Packets), f.Ended)) }
+		done := func(f *Flow) {
+			got = append(got, fmt.Sprintf("%d socket events, %d packets, ended %d", len(f.Socket), len(f.Packets), f.Ended))
+		}
 		for i := range events {
 			if lookEveryEvent {
 				c.Expire(events[i].Time, done)
