@@ -21,3 +21,4 @@ if [ -d "$cache" ]; then
 fi
 echo "fuzz: $(ls "$keep" | wc -l) corpus entries kept in $keep"
 go test -run '^$' -fuzz '^FuzzInterleavedConnectionsNeverShareAFlow$' -fuzztime "$FLOW_EXECS" ./pkg/flow
+go test -run '^$' -fuzz '^FuzzKernelHops$' -fuzztime "${HOPS_EXECS:-200000x}" ./pkg/event

@@ -39,7 +39,9 @@ func TestNATTuplesAndConntrack(t *testing.T) {
 	w.await(t, "replies un-DNATed in the client", 1, func(e output.JSONEvent) bool {
 		return e.Point == "nat" && e.Netns == client && e.Translated && e.CT != nil && e.CT.Direction == "reply"
 	})
-	events := w.stop(t).events
+	tr := w.stop(t)
+	events := tr.events
+	requireJourneys(t, tr)
 
 	dnat := find(events, func(e output.JSONEvent) bool {
 		return e.Point == "nat" && e.Hook == "OUTPUT" && e.Translated && e.Tuple.Flags == "S"
@@ -445,4 +447,20 @@ func sendStrayACK(t *testing.T, ns, src, dst string, sport, dport uint16) {
 		_, err = c.WriteTo(buf.Bytes(), &net.IPAddr{IP: ip.DstIP})
 		return err
 	})
+}
+
+// requireJourneys fails unless the kernel sent a packet's steps gathered:
+// after MASQUERADE the SYN leaves the client, enters the server and
+// crosses its NAT hooks in one shape, one record.
+func requireJourneys(t *testing.T, tr trace) {
+	t.Helper()
+	records, _ := tr.summary["kernel_records"].(float64)
+	var events float64
+	for _, n := range tr.summary["events"].(map[string]any) {
+		events += n.(float64)
+	}
+	if records == 0 || records >= events {
+		t.Errorf("%v events came in %v kernel records: no packet's steps were gathered into one", events, records)
+	}
+	t.Logf("%v events in %v kernel records", events, records)
 }

@@ -25,6 +25,7 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 		e->u.drop.reason = reason;
 		nt_submit_skb(e, skb, false, direct);
 	}
+	nt_journey_end((__u64)skb);
 	nt_untrack_skb((__u64)skb);
 	nt_forget_skb((__u64)skb);
 }
@@ -45,6 +46,7 @@ static __always_inline void drop_seen(struct sk_buff *skb, void *location, __u32
 
 static __always_inline void drop_consumed(struct sk_buff *skb)
 {
+	nt_journey_end((__u64)skb);
 	nt_untrack_skb((__u64)skb);
 	nt_forget_skb((__u64)skb);
 }

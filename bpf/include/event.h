@@ -41,12 +41,17 @@ static __always_inline void nt_event_give(struct nt_event **e)
  * none free, the observation is not made). */
 #define NT_EVENT(e) struct nt_event *e __attribute__((cleanup(nt_event_give))) = nt_event_take()
 
-static __always_inline void nt_count_undelivered(__u32 key)
+static __always_inline void nt_count_undelivered_n(__u32 key, __u64 count)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &key);
 
 	if (n)
-		*n += 1;
+		*n += count;
+}
+
+static __always_inline void nt_count_undelivered(__u32 key)
+{
+	nt_count_undelivered_n(key, 1);
 }
 
 static __always_inline void nt_count_lost(__u8 point)
@@ -60,15 +65,19 @@ static __always_inline void nt_count_lost(__u8 point)
  * free, while drops, NAT, encapsulation, listener and TCP records still
  * fit. The fill level is read without a lock, which is all a threshold
  * needs. */
+static __always_inline bool nt_ring_reserved(void)
+{
+	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+
+	return pending * 4 >= size * 3;
+}
+
 static __always_inline bool nt_shed(const struct nt_event *e)
 {
-	__u64 pending, size;
-
 	if (e->point != NT_POINT_DEV && e->point != NT_POINT_ROUTE)
 		return false;
-	pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
-	size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
-	if (pending * 4 < size * 3)
+	if (!nt_ring_reserved())
 		return false;
 	nt_count_undelivered(NT_SHED_KEY(e->point));
 	return true;
@@ -217,41 +226,30 @@ static __always_inline bool nt_stamp(struct nt_event *e)
  * two CPUs miss by reserving at once is caught at the next multiple. The
  * ring's size is a power of two, so a multiple is crossed exactly when
  * the count's bits above the sixteenth change. */
-static __always_inline __u64 nt_wakeup(__u64 len)
+static __always_inline __u64 nt_wakeup_crossing(__u64 before, __u64 after)
 {
-	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	__u64 mark = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 16;
 
-	if (pending >= len && ((pending - len) ^ pending) >= mark)
+	if ((before ^ after) >= mark)
 		return BPF_RB_FORCE_WAKEUP;
 	return BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void nt_submit(struct nt_event *e)
+static __always_inline __u64 nt_wakeup(__u64 len)
 {
-	struct nt_event4 *n;
-	struct nt_event *rec;
+	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 
-	if (nt_shed(e))
-		return;
-	if (nt_stamp(e)) {
-		rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
-		if (!rec) {
-			nt_count_lost(e->point);
-			return;
-		}
-		/* A typed copy, as in nt_submit_skb. */
-		*rec = *e;
-		bpf_ringbuf_submit(rec, nt_wakeup(sizeof(*rec)));
-		return;
-	}
-	n = bpf_ringbuf_reserve(&events, sizeof(*n), 0);
-	if (!n) {
-		nt_count_lost(e->point);
-		return;
-	}
-	nt_narrow(n, e);
-	bpf_ringbuf_submit(n, nt_wakeup(sizeof(*n)));
+	if (pending < len)
+		return BPF_RB_NO_WAKEUP;
+	return nt_wakeup_crossing(pending - len, pending);
+}
+
+/* nt_wakeup for a record not yet in the ring (bpf_ringbuf_output). */
+static __always_inline __u64 nt_wakeup_output(__u64 len)
+{
+	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+
+	return nt_wakeup_crossing(pending, pending + len);
 }
 
 /* Copies the first bytes of a packet from its IP header (the linear part
@@ -277,6 +275,192 @@ static __always_inline __u16 nt_copy_packet(void *dst, struct sk_buff *skb, bool
 	return caplen;
 }
 
+/* Packet journeys (struct nt_journey): where the hops start, after the
+ * packet's bytes padded to 8 (snap_len is a constant), and the room they
+ * may take. */
+#define NT_HOPS_AT ((snap_len + 7) & ~7U)
+#define NT_HOPS_ROOM (NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4))
+
+/* Whether a point's events join journeys: the steps of a packet's way
+ * (devices, NAT hooks, route lookups, encapsulation). Drops, listener
+ * outcomes and TCP events end it and go out on their own. */
+static __always_inline bool nt_journeys_point(__u8 point)
+{
+	return point == NT_POINT_DEV || point == NT_POINT_NAT || point == NT_POINT_ROUTE ||
+	       point == NT_POINT_VXLAN;
+}
+
+static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_key)
+{
+#pragma unroll
+	for (__u32 p = 0; p < NT_POINT_MAX; p++)
+		if (j->events[p])
+			nt_count_undelivered_n(p + shed_key, j->events[p]);
+}
+
+/* Sends this CPU's pending journey as one record. Under overload a
+ * journey of device hops and route lookups only is shed (nt_shed); one
+ * holding anything else goes out whole. Counted per point, as events. The
+ * caller holds it (busy) or interrupted nothing that does. */
+static __always_inline void nt_journey_send(struct nt_journey *j)
+{
+	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
+	__u64 len = snap_len;
+	struct nt_hops_tail *tail;
+
+	if (!j->pending)
+		return;
+	j->pending = 0;
+	if (j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1 && nt_ring_reserved()) {
+		nt_journey_count(j, NT_POINT_MAX);
+		return;
+	}
+	/* The bounds are for the verifier, which cannot see snap_len <=
+	 * NT_SNAP_MAX and hops <= NT_JOURNEY_HOPS through the sums. */
+	if (j->hops) {
+		if (at > NT_HOPS_ROOM)
+			return;
+		tail = (void *)j->tail + at;
+		tail->count = j->hops;
+		tail->_pad = 0;
+		j->head.flags |= NT_F_HOPS;
+		len = at + sizeof(*tail);
+	}
+	if (len > sizeof(j->tail))
+		return;
+	len += sizeof(struct nt_event4);
+	if (bpf_ringbuf_output(&events, &j->head, len, nt_wakeup_output(len)))
+		nt_journey_count(j, 0);
+}
+
+static __always_inline struct nt_journey *nt_journey(void)
+{
+	__u32 key = 0;
+
+	return bpf_map_lookup_elem(&journeys, &key);
+}
+
+/* Sends this CPU's pending journey before another record, so that each
+ * CPU's records stay in the order they were made. Not from a program
+ * nested inside one changing it (busy): that one sends it. */
+static __always_inline void nt_journey_flush(void)
+{
+	struct nt_journey *j = nt_journey();
+
+	if (j && j->pending && !j->busy)
+		nt_journey_send(j);
+}
+
+/* The packet at this address is freed: its journey is complete. */
+static __always_inline void nt_journey_end(__u64 skb)
+{
+	struct nt_journey *j = nt_journey();
+
+	if (j && j->pending && !j->busy && j->head.skb == skb)
+		nt_journey_send(j);
+}
+
+/* Whether the event in next is the head's packet in the same shape: the
+ * same skb and identity, tuple and inner tuple (nt_narrow zeroes what a
+ * record does not hold, so whole words compare). */
+static __always_inline bool nt_journey_same(const struct nt_journey *j)
+{
+	const __u64 *a = (const void *)&j->head.tuple;
+	const __u64 *b = (const void *)&j->next.tuple;
+
+	_Static_assert(__builtin_offsetof(struct nt_event4, ct) - __builtin_offsetof(struct nt_event4, tuple) == 32,
+		       "tuple and inner are four words");
+	return j->head.skb == j->next.skb && j->head.skb_seen == j->next.skb_seen && a[0] == b[0] &&
+	       a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+/* Adds the event in next to the pending journey as its next hop. */
+static __always_inline bool nt_journey_add(struct nt_journey *j)
+{
+	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
+
+	/* The bound on at is for the verifier, as in nt_journey_send. */
+	if (j->hops >= NT_JOURNEY_HOPS || at > NT_HOPS_ROOM - sizeof(struct nt_event4))
+		return false;
+	__builtin_memcpy((void *)j->tail + at, &j->next, sizeof(struct nt_event4));
+	j->hops++;
+	return true;
+}
+
+/* Starts a journey with the event in next, after sending the pending one. */
+static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buff *skb, bool use_data,
+					     bool direct)
+{
+	nt_journey_send(j);
+	j->head = j->next;
+	j->head.caplen = 0;
+	if (skb && snap_len > 0 && snap_len <= NT_SNAP_MAX)
+		j->head.caplen = nt_copy_packet(j->tail, skb, use_data, direct);
+	j->hops = 0;
+	__builtin_memset(j->events, 0, sizeof(j->events));
+	j->pending = 1;
+}
+
+/* Takes an event into this CPU's journey: as the pending one's next hop,
+ * or as a new journey (with its packet's bytes when skb is given). Returns
+ * false when the event goes out on its own: its point ends journeys, it
+ * has no packet or an IPv6 address (its wide record has no journey), or a
+ * program on this CPU is changing the journey. */
+static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
+{
+	struct nt_journey *j;
+
+	if (!e->skb || !nt_journeys_point(e->point) || nt_wide(e))
+		return false;
+	j = nt_journey();
+	if (!j || j->busy)
+		return false;
+	/* A volatile store and a compiler barrier: the flag must be in memory
+	 * before the journey changes, for a program interrupting this one on
+	 * this CPU to see it. */
+	*(volatile __u8 *)&j->busy = 1;
+	asm volatile("" ::: "memory");
+	nt_stamp(e);
+	nt_narrow(&j->next, e);
+	if (!j->pending || !nt_journey_same(j) || !nt_journey_add(j))
+		nt_journey_start(j, skb, use_data, direct);
+	if (e->point < NT_POINT_MAX)
+		j->events[e->point & (NT_POINT_MAX - 1)]++;
+	asm volatile("" ::: "memory");
+	*(volatile __u8 *)&j->busy = 0;
+	return true;
+}
+
+static __always_inline void nt_submit(struct nt_event *e)
+{
+	struct nt_event4 *n;
+	struct nt_event *rec;
+
+	if (nt_journey_take(e, NULL, false, false))
+		return;
+	nt_journey_flush();
+	if (nt_shed(e))
+		return;
+	if (nt_stamp(e)) {
+		rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+		if (!rec) {
+			nt_count_lost(e->point);
+			return;
+		}
+		/* A typed copy, as in nt_submit_skb. */
+		*rec = *e;
+		bpf_ringbuf_submit(rec, nt_wakeup(sizeof(*rec)));
+		return;
+	}
+	n = bpf_ringbuf_reserve(&events, sizeof(*n), 0);
+	if (!n) {
+		nt_count_lost(e->point);
+		return;
+	}
+	nt_narrow(n, e);
+	bpf_ringbuf_submit(n, nt_wakeup(sizeof(*n)));
+}
+
 /* Submits an event followed by the first bytes of its packet from the IP
  * header. A record's size must be a constant for bpf_ringbuf_reserve:
  * snap_len is read-only data, which the verifier treats as a known scalar,
@@ -291,6 +475,9 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 		nt_submit(e);
 		return;
 	}
+	if (nt_journey_take(e, skb, use_data, direct))
+		return;
+	nt_journey_flush();
 	if (nt_shed(e))
 		return;
 	if (nt_wide(e)) {

@@ -152,6 +152,37 @@ struct {
 	__type(value, __u64);
 } listeners SEC(".maps");
 
+/* The packet journey pending on this CPU: an IPv4 packet's record held
+ * while the packet's next events on this CPU, in the same shape (skb,
+ * identity, tuples), are added to it as hops; sent as one record when
+ * anything else is submitted on this CPU, when the packet changes shape or
+ * is freed, when it holds NT_JOURNEY_HOPS hops, or when user space flushes
+ * every CPU (dev_journey_flush, before it counts losses). A packet crosses
+ * veth pairs, bridges and its namespaces' NAT hooks on one CPU, one step
+ * after the other: one record, not one per step. Per CPU, so no other CPU
+ * touches it; busy guards it against a program nested on this CPU (a
+ * softirq's, or the flush's interrupt), which then submits its event on
+ * its own. events counts the journey's events per point, for the shed and
+ * lost counters. The record is head and what follows it in tail: the
+ * packet's first snap_len bytes, padded to 8, the hops, their count. */
+struct nt_journey {
+	__u8 pending;
+	__u8 busy;
+	__u8 hops;
+	__u8 events[NT_POINT_MAX];
+	__u8 _pad[5];
+	struct nt_event4 next; /* the event being added, narrowed */
+	struct nt_event4 head;
+	__u8 tail[NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4) + sizeof(struct nt_hops_tail)];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nt_journey);
+} journeys SEC(".maps");
+
 /* Events are built in a per-CPU slot, not on the stack: with addresses of
  * either family an event takes most of the 512-byte BPF stack. Programs
  * nest on one CPU (a softirq's inside a process's, an NMI's inside any):

@@ -58,6 +58,7 @@ enum nt_kind {
 #define NT_F_CT 0x02    /* ct holds the packet's conntrack entry */
 #define NT_F_PRE 0x04   /* u.nat.pre is known (the pre-NAT half was observed) */
 #define NT_F_GROUP 0x08 /* received as a link-layer broadcast or multicast */
+#define NT_F_HOPS 0x10  /* the record carries its packet's next events (struct nt_hops_tail) */
 #define NT_F_WIDE 0x40  /* the record is a struct nt_event (else struct nt_event4) */
 
 #define NT_HOOK_NONE 0xff
@@ -278,6 +279,21 @@ NT_NARROW_AT(u.syn.listen_drops, 168);
 NT_NARROW_AT(u.tcp.cookie, 144);
 NT_NARROW_AT(skb_seen, 176);
 _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/event.RecordSize is 184");
+
+/* A packet's journey: the events of one packet in one shape (the same skb,
+ * identity, tuple and inner tuple) made one after the other on one CPU,
+ * sent as one record (struct nt_journey). A record with NT_F_HOPS is its
+ * first event, its packet bytes, the narrow records of the next events
+ * (the hops, packet bytes not repeated), then their count: the record's
+ * length says where the hops are, so user space needs no snap length. */
+#define NT_JOURNEY_HOPS 8 /* events after the record's own */
+
+struct nt_hops_tail {
+	__u32 count;
+	__u32 _pad;
+};
+
+_Static_assert(sizeof(struct nt_hops_tail) == 8, "nt_hops_tail changed size: pkg/event reads its count 8 bytes from the end");
 
 /* One instruction of the in-kernel filter: a postfix program over a bit stack. */
 enum nt_filter_op {

@@ -19,6 +19,10 @@ type Source interface {
 	SetDeadline(t time.Time)
 	ReadInto(rec *ringbuf.Record) error
 	Undelivered() (uint64, error)
+	// Flush has the kernel send what it holds back for a while (a packet's
+	// device hops gathered into one record), so that every record made
+	// before it is in the ring buffer or counted lost.
+	Flush() error
 }
 
 // Completer adds to a kernel event what only user space knows (the syn
@@ -80,11 +84,17 @@ const tick = 100 * time.Millisecond
 // which window lost how many records, and how far losses are counted.
 func (c *Capture) CountLosses() {
 	now := kernel.MonotonicNow()
-	n, err := c.Source.Undelivered()
+	// The records held back before now are sent or counted lost first:
+	// a count at now must cover them.
+	err := c.Source.Flush()
+	var n uint64
+	if err == nil {
+		n, err = c.Source.Undelivered()
+	}
 	if err != nil {
 		// Nothing is counted: every flow from now on waits for the count
 		// at the end, which stays as conservative as the run can be.
-		c.Log.Debug().Err(err).Msg("lost counters unavailable")
+		c.Log.Debug().Err(err).Msg("records lost not counted")
 		return
 	}
 	through := now - min(now, uint64(lossSlack))
@@ -112,6 +122,12 @@ func (c *Capture) Run() error {
 	for {
 		if !stopping {
 			stopping = c.stopDue(now, deadline)
+			if stopping {
+				// What the kernel holds back joins the drain.
+				if err := c.Source.Flush(); err != nil {
+					c.Log.Warn().Err(err).Msg("records held in the kernel not sent")
+				}
+			}
 		}
 		switch {
 		case stopping:
@@ -131,7 +147,9 @@ func (c *Capture) Run() error {
 				c.Log.Warn().Err(derr).Msg("undecodable record")
 				continue
 			}
+			c.Pipeline.KernelRecord()
 			c.take(&ev, now)
+			c.takeHops(rec.RawSample, &ev, now)
 			// Flows end, held events expire and the recording is flushed
 			// on a clock even while records keep coming, at the kernel time
 			// of the event just read, not the clock's: the ring buffer may
@@ -196,6 +214,15 @@ func (c *Capture) take(ev *event.Event, now time.Time) {
 	if now.Sub(c.lastJudged) >= tick {
 		c.Judge.Expire(false, c.Pipeline.Event)
 		c.lastJudged = now
+	}
+}
+
+// takeHops hands on the events that follow a record's own (a packet's
+// next steps, which the kernel gathered into it); ev is scratch.
+func (c *Capture) takeHops(b []byte, ev *event.Event, now time.Time) {
+	for i := range event.KernelHops(b) {
+		event.DecodeKernelHop(b, i, ev)
+		c.take(ev, now)
 	}
 }
 

@@ -24,6 +24,7 @@ type recordSource struct {
 }
 
 func (s *recordSource) SetDeadline(time.Time) {}
+func (s *recordSource) Flush() error          { return nil }
 func (s *recordSource) Undelivered() (uint64, error) {
 	return s.lost, nil
 }
@@ -43,13 +44,35 @@ func (w *countingWatcher) Complete(*event.Event)                      { w.comple
 func (w *countingWatcher) Observe(*event.Event, func(*event.Event))   { w.observed++ }
 func (w *countingWatcher) Expire(final bool, emit func(*event.Event)) { w.expired++ }
 
-func kernelRecords(events []event.Event) [][]byte {
-	out := make([][]byte, len(events))
-	for i := range events {
-		b := make([]byte, event.RecordSize+event.MaxIPv6Block+len(events[i].Packet))
-		out[i] = b[:event.Encode(&events[i], b)]
+// kernelRecords writes events as the kernel would: the steps of one IPv4
+// packet in one shape, one after the other, as one record (a journey).
+func kernelRecords(events []event.Event) (records [][]byte, journeys int) {
+	for i := 0; i < len(events); {
+		n := 1
+		for i+n < len(events) && n <= journeyHops && sameJourney(&events[i], &events[i+n]) {
+			n++
+		}
+		if n > 1 {
+			records = append(records, event.AppendKernelJourney(nil, events[i:i+n]))
+			journeys++
+		} else {
+			b := make([]byte, event.RecordSize+event.MaxIPv6Block+len(events[i].Packet))
+			records = append(records, b[:event.Encode(&events[i], b)])
+		}
+		i += n
 	}
-	return out
+	return records, journeys
+}
+
+// journeyHops is the kernel's NT_JOURNEY_HOPS.
+const journeyHops = 8
+
+func sameJourney(head, e *event.Event) bool {
+	steps := func(p event.Point) bool {
+		return p == event.PointDev || p == event.PointNAT || p == event.PointRoute || p == event.PointVXLAN
+	}
+	return steps(head.Point) && steps(e.Point) && head.Skb != 0 && head.Tuple.Src.Is4() && e.Tuple.Src.Is4() &&
+		e.Skb == head.Skb && e.SkbSeen == head.SkbSeen && e.Tuple == head.Tuple && e.Inner == head.Inner
 }
 
 // A capture hands every record read, completed, to the pipeline and the
@@ -72,7 +95,11 @@ func TestCaptureReadsEveryRecord(t *testing.T) {
 		p := New(Options{Format: "json", Stdout: io.Discard, Names: names, Losses: &flow.Losses{}})
 		stop := make(chan os.Signal, 1)
 		var told []os.Signal
-		c := &Capture{Source: &recordSource{records: kernelRecords(events)}, Completer: w, Judge: w, Pipeline: p,
+		records, journeys := kernelRecords(events)
+		if journeys == 0 {
+			t.Fatal("no record carries a journey: the test shows nothing of them")
+		}
+		c := &Capture{Source: &recordSource{records: records}, Completer: w, Judge: w, Pipeline: p,
 			Stop: stop, Stopping: func(s os.Signal) { told = append(told, s) }}
 		if stopped {
 			stop <- syscall.SIGTERM

@@ -42,6 +42,7 @@ type Pipeline struct {
 	limit      uint64
 	counts     map[event.Point]uint64
 	total      uint64
+	records    uint64 // kernel records read (KernelRecord)
 	findings   map[string]uint64
 	err        error
 	// rulesets are the namespaces' rulesets the findings name rules from;
@@ -287,6 +288,9 @@ func (p *Pipeline) Event(e *event.Event) {
 	}
 	p.corr.Add(e, p.flowDone)
 }
+
+// KernelRecord counts a kernel record read, whose events follow.
+func (p *Pipeline) KernelRecord() { p.records++ }
 
 // flowDone takes a finished flow from the correlator. While a loss that
 // could have touched it may still be uncounted, it waits (in order, behind
@@ -576,7 +580,7 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	if p.flight != nil {
 		p.flightKept = p.flight.close()
 	}
-	sum := output.Summary{Events: p.counts, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete}
+	sum := output.Summary{Events: p.counts, Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete}
 	output.WriteSummary(os.Stderr, sum)
 	switch {
 	case p.jw != nil:
@@ -621,7 +625,10 @@ type jsonSummary struct {
 	Type       string            `json:"type"`
 	DurationMS int64             `json:"duration_ms"`
 	Events     map[string]uint64 `json:"events"`
-	Lost       map[string]uint64 `json:"lost"`
+	// Records counts the kernel records the events came in (live runs
+	// only): the kernel gathers a packet's device hops into one.
+	Records uint64            `json:"kernel_records,omitempty"`
+	Lost    map[string]uint64 `json:"lost"`
 	// Shed are the records of healthy detail not sent, per point, to keep
 	// room for evidence of failure in a filling ring buffer.
 	Shed         map[string]uint64 `json:"shed"`
@@ -640,7 +647,7 @@ type jsonSummary struct {
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
-	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: PointNames(s.Events),
+	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: PointNames(s.Events), Records: s.Records,
 		Lost: PointNames(s.Lost), Shed: PointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
 		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Incomplete: s.Incomplete, Findings: s.Findings}
 }

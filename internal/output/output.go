@@ -93,7 +93,10 @@ type Writer interface {
 // Summary is what a run saw, per point, and what it lost.
 type Summary struct {
 	Events map[event.Point]uint64
-	Lost   map[event.Point]uint64
+	// Records counts the kernel records the events came in (live runs
+	// only): a record may carry a packet's several device hops.
+	Records uint64
+	Lost    map[event.Point]uint64
 	// Shed are the records of healthy detail not sent, to keep room in a
 	// filling ring buffer for evidence of failure.
 	Shed     map[event.Point]uint64

@@ -151,7 +151,11 @@ func WriteSummary(w io.Writer, s Summary) {
 	if len(parts) > 0 {
 		perPoint = " (" + strings.Join(parts, ", ") + ")"
 	}
-	fmt.Fprintf(w, "nettrace: %d events in %s%s; %d lost", total, s.Duration.Round(1e6), perPoint, lost)
+	fmt.Fprintf(w, "nettrace: %d events in %s%s", total, s.Duration.Round(1e6), perPoint)
+	if s.Records > 0 {
+		fmt.Fprintf(w, " from %d kernel records", s.Records)
+	}
+	fmt.Fprintf(w, "; %d lost", lost)
 	if lost > 0 {
 		fmt.Fprintf(w, " (%s: enlarge --ring-size or narrow the filter)", perPointCounts(s.Lost))
 	}

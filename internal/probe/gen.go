@@ -1,7 +1,8 @@
 package probe
 
-// One object per observation point, compiled from bpf/, and one for the
-// sites (tracepoints several points share, sites.go). The event layout
+// One object per observation point, compiled from bpf/, one for the sites
+// (tracepoints several points share, sites.go) and one for the journey
+// flush (journey.go). The event layout
 // (nt_event) is generated once, from the nat object: every object shares
 // bpf/include/nettrace.h.
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86" -target bpfel -no-global-types -type nt_event -type nt_filter_insn nat ../../bpf/nat.bpf.c -- -I../../bpf/include -I../..
@@ -12,3 +13,4 @@ package probe
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86" -target bpfel -no-global-types dev ../../bpf/dev.bpf.c -- -I../../bpf/include -I../..
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86" -target bpfel -no-global-types tcp ../../bpf/tcp.bpf.c -- -I../../bpf/include -I../..
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86" -target bpfel -no-global-types sites ../../bpf/sites.bpf.c -- -I../../bpf/include -I../..
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86" -target bpfel -no-global-types journey ../../bpf/journey.bpf.c -- -I../../bpf/include -I../..

@@ -65,7 +65,7 @@ func (s Status) Active() bool { return s.Method != "" }
 // sharedMaps are created once and handed to every object: one ring buffer,
 // one set of followed packets and conntrack entries.
 var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking",
-	"skb_ids", "synack_slots", "listeners"}
+	"skb_ids", "synack_slots", "listeners", "journeys"}
 
 // Attachment is one program attached somewhere in the kernel: what a
 // packet pays for before any program body runs. Benchmarks attach empty
@@ -101,6 +101,10 @@ type Tracer struct {
 	attachments  []Attachment
 	reader       *ringbuf.Reader
 	AttachTime   time.Duration
+	// journeyFlush runs on each of cpus CPUs to send their pending packet
+	// journeys (journey.go).
+	journeyFlush *ebpf.Program
+	cpus         int
 }
 
 // Open loads and attaches every observation point it can. It fails only
@@ -129,6 +133,10 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 	if active == 0 {
 		t.Close()
 		return nil, fmt.Errorf("no observation point could be attached: %s", t.statuses[0].Skipped[0].Reason)
+	}
+	if err := t.loadJourneyFlush(); err != nil {
+		t.Close()
+		return nil, err
 	}
 	rd, err := ringbuf.NewReader(t.maps["events"])
 	if err != nil {

@@ -159,7 +159,7 @@ func PointNames() []string {
 // ProgramNames lists the kernel-visible names of every nettrace program
 // (the kernel keeps 15 characters), so that leftovers can be recognised.
 func ProgramNames() []string {
-	var all []string
+	all := []string{journeyFlushProgram}
 	for _, s := range sites {
 		all = append(all, s.program)
 	}

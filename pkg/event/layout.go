@@ -60,7 +60,7 @@ func (l *layout) decode(b []byte, e *Event, packetAt int) {
 		Point:   Point(b[offPoint]),
 		Kind:    Kind(b[offKind]),
 		Hook:    Hook(b[offHook]),
-		Flags:   b[offFlags] &^ (flagWide | FlagIPv6),
+		Flags:   b[offFlags] &^ (flagWide | flagHops | FlagIPv6),
 		CPU:     uint32(le.Uint16(b[offCPU:])),
 	}
 	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= packetAt+n {

@@ -1,0 +1,75 @@
+package event
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+)
+
+// journeySample is one packet's steps on one CPU: received, NAT hooks
+// that translate nothing, transmitted, with its packet's bytes.
+func journeySample() []Event {
+	tuple := Tuple{Src: netip.MustParseAddr("10.244.1.10"), Dst: netip.MustParseAddr("10.96.0.99"), Sport: 40000, Dport: 9000, Proto: 6, TCPFlags: 0x02}
+	base := Event{Skb: 0xffff888100001000, SkbSeen: 1000, CPU: 1, Tuple: tuple, Hook: HookNone,
+		Packet: []byte{0x45, 0, 0, 40, 1, 2, 3, 4, 5}}
+	rx, nat, tx := base, base, base
+	rx.Time, rx.Point, rx.Kind, rx.Netns, rx.Ifindex = 1000, PointDev, KindDevRx, 7, 3
+	copy(rx.Ifname[:], "veth-q1")
+	nat.Time, nat.Point, nat.Kind, nat.Hook, nat.Netns, nat.Flags = 1400, PointNAT, KindNAT, HookPrerouting, 7, FlagCT|FlagPre
+	nat.CT = Conntrack{ID: 0xffff888200002000, Status: CTConfirmed, Orig: tuple, Reply: tuple.Reverse()}
+	nat.NAT.Pre = tuple
+	tx.Time, tx.Point, tx.Kind, tx.Netns, tx.Ifindex = 2100, PointDev, KindDevTx, 7, 4
+	copy(tx.Ifname[:], "flannel.1")
+	return []Event{rx, nat, tx}
+}
+
+// A journey record decodes into its events, each with the packet bytes of
+// the first; a record without hops has none.
+func TestKernelJourney(t *testing.T) {
+	journey := journeySample()
+	b := AppendKernelJourney(nil, journey)
+	if n := KernelHops(b); n != len(journey)-1 {
+		t.Fatalf("KernelHops = %d, want %d", n, len(journey)-1)
+	}
+	var e Event
+	if err := DecodeKernel(b, &e); err != nil {
+		t.Fatal(err)
+	}
+	got := []Event{e}
+	for i := range KernelHops(b) {
+		DecodeKernelHop(b, i, &e)
+		got = append(got, e)
+	}
+	for i := range journey {
+		journey[i].Packet = journey[0].Packet
+	}
+	if !reflect.DeepEqual(got, journey) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", got, journey)
+	}
+
+	single := AppendKernelJourney(nil, journey[:1])
+	if n := KernelHops(single); n != 0 {
+		t.Errorf("a record without hops has %d", n)
+	}
+	// A count the record cannot hold is no hops, not a read past it.
+	bad := append([]byte(nil), b...)
+	bad[len(bad)-8] = 200
+	if n := KernelHops(bad); n != 0 {
+		t.Errorf("a count past the record's length gives %d hops", n)
+	}
+}
+
+// Whatever a record holds, its hops decode within it.
+func FuzzKernelHops(f *testing.F) {
+	f.Add(AppendKernelJourney(nil, journeySample()))
+	f.Add(AppendKernelJourney(nil, journeySample()[:1]))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e Event
+		if DecodeKernel(b, &e) != nil {
+			return
+		}
+		for i := range KernelHops(b) {
+			DecodeKernelHop(b, i, &e)
+		}
+	})
+}
