@@ -275,10 +275,8 @@ static __always_inline __u16 nt_copy_packet(void *dst, struct sk_buff *skb, bool
 	return caplen;
 }
 
-/* Packet journeys (struct nt_journey): where the hops start, after the
- * packet's bytes padded to 8 (snap_len is a constant), and the room they
- * may take. */
-#define NT_HOPS_AT ((snap_len + 7) & ~7U)
+/* Packet journeys (struct nt_journey): the room the packet's bytes and
+ * the hops may take. */
 #define NT_HOPS_ROOM (NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4))
 
 /* Whether a point's events join journeys: the steps of a packet's way
@@ -304,8 +302,8 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
  * caller holds it (busy) or interrupted nothing that does. */
 static __always_inline void nt_journey_send(struct nt_journey *j)
 {
-	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
-	__u64 len = snap_len;
+	__u64 at = j->hops_at + j->hops * sizeof(struct nt_event4);
+	__u64 len = j->head.caplen;
 	struct nt_hops_tail *tail;
 
 	if (!j->pending)
@@ -315,7 +313,7 @@ static __always_inline void nt_journey_send(struct nt_journey *j)
 		nt_journey_count(j, NT_POINT_MAX);
 		return;
 	}
-	/* The bounds are for the verifier, which cannot see snap_len <=
+	/* The bounds are for the verifier, which cannot see hops_at <=
 	 * NT_SNAP_MAX and hops <= NT_JOURNEY_HOPS through the sums. */
 	if (j->hops) {
 		if (at > NT_HOPS_ROOM)
@@ -377,7 +375,7 @@ static __always_inline bool nt_journey_same(const struct nt_journey *j)
 /* Adds the event in next to the pending journey as its next hop. */
 static __always_inline bool nt_journey_add(struct nt_journey *j)
 {
-	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
+	__u64 at = j->hops_at + j->hops * sizeof(struct nt_event4);
 
 	/* The bound on at is for the verifier, as in nt_journey_send. */
 	if (j->hops >= NT_JOURNEY_HOPS || at > NT_HOPS_ROOM - sizeof(struct nt_event4))
@@ -396,6 +394,8 @@ static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buf
 	j->head.caplen = 0;
 	if (skb && snap_len > 0 && snap_len <= NT_SNAP_MAX)
 		j->head.caplen = nt_copy_packet(j->tail, skb, use_data, direct);
+	/* The hops follow the bytes copied, at a multiple of 8. */
+	j->hops_at = (j->head.caplen + 7) & ~7;
 	j->hops = 0;
 	__builtin_memset(j->events, 0, sizeof(j->events));
 	j->pending = 1;
@@ -417,7 +417,9 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 		return false;
 	/* A volatile store and a compiler barrier: the flag must be in memory
 	 * before the journey changes, for a program interrupting this one on
-	 * this CPU to see it. */
+	 * this CPU to see it. (A program preempted here, on a preemptible
+	 * kernel, is to the next one on this CPU as an interrupted one; the
+	 * window between the test and the store is two instructions.) */
 	*(volatile __u8 *)&j->busy = 1;
 	asm volatile("" ::: "memory");
 	nt_stamp(e);

@@ -18,8 +18,9 @@
 # Incident 1's client connects once in every round: its fault must be named
 # once, and nothing else. Modes are interleaved within each rate, round by
 # round. Prints a markdown table: connection rate (median of the rounds) and
-# its ratio to no tracer, records per connection, records lost and shed,
-# flows marked incomplete, the fault's findings, false findings.
+# its ratio to no tracer, kernel records and events per connection (a
+# record carries a packet's journey: several events), events lost and
+# shed, flows marked incomplete, the fault's findings, false findings.
 #
 # Usage: scripts/bench/conn-sweep.sh [ROUNDS] [SECONDS] [RATES...]   (root)
 #   defaults: 1 round, 5 s, rates 100 500 1000 2000 full

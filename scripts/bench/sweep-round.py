@@ -32,13 +32,16 @@ def from_json(stdout):
             else:
                 false += 1
     total = lambda k: sum(summary.get(k, {}).values())
-    return total("events"), total("lost"), total("shed"), summary.get("flows_incomplete", 0), fault, false
+    events = total("events")
+    records = summary.get("kernel_records") or events  # builds before journeys: a record an event
+    return events, records, total("lost"), total("shed"), summary.get("flows_incomplete", 0), fault, false
 
 
 def from_text(stderr):
     text = open(stderr).read()
     number = lambda pattern: int(m.group(1)) if (m := re.search(pattern, text)) else 0
     events, lost = number(r"nettrace: (\d+) events in"), number(r"; (\d+) lost")
+    records = number(r"from (\d+) kernel records") or events
     shed = 0
     if m := re.search(r"shed to keep room for evidence of failure: ([^;\n]*)", text):
         shed = sum(int(n) for n in re.findall(r"\w+ (\d+)", m.group(1)))
@@ -48,7 +51,7 @@ def from_text(stderr):
         found = {k: int(v) for k, v in re.findall(r"([\w-]+) (\d+)", m.group(1))}
     fault = min(found.pop(FAULT_RULE, 0), 1)
     false = sum(found.values()) + max(0, fault - 1)
-    return events, lost, shed, incomplete, fault, false
+    return events, records, lost, shed, incomplete, fault, false
 
 
 def round_line(mode, rate, cps, failed, secs, stdout, stderr):
@@ -61,9 +64,10 @@ def round_line(mode, rate, cps, failed, secs, stdout, stderr):
     else:
         parsed = None
     if parsed:
-        events, lost, shed, incomplete, fault, false = parsed
+        events, records, lost, shed, incomplete, fault, false = parsed
         conns = float(cps) * float(secs)
-        row.update(events=events, per_conn=events / conns if conns else 0, lost=lost, shed=shed,
+        row.update(events=events, per_conn=records / conns if conns else 0,
+                   events_per_conn=events / conns if conns else 0, lost=lost, shed=shed,
                    incomplete=incomplete, fault=fault, false=false)
     print(json.dumps(row))
 
@@ -72,8 +76,8 @@ def table(results):
     rows = [json.loads(l) for l in open(results)]
     rates = list(dict.fromkeys(r["rate"] for r in rows))
     modes = list(dict.fromkeys(r["mode"] for r in rows))
-    print("| rate (conn/s) | mode | conn/s median (min-max) | vs none | records/conn | lost | shed | flows incomplete | fault named | false findings | conns failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| rate (conn/s) | mode | conn/s median (min-max) | vs none | records/conn | events/conn | lost | shed | flows incomplete | fault named | false findings | conns failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for rate in rates:
         at = [r for r in rows if r["rate"] == rate]
         base = [r["cps"] for r in at if r["mode"] == "none"]
@@ -88,7 +92,7 @@ def table(results):
             cell = lambda k, f="{:.0f}": (f.format(statistics.median([r[k] for r in rs])) if k in rs[0] else "-")
             fault = "-" if "fault" not in rs[0] else "/".join(str(r["fault"]) for r in rs)
             false = "-" if "false" not in rs[0] else str(sum(r["false"] for r in rs))
-            print(f"| {rate} | {mode} | {med:.0f} ({min(cps):.0f}-{max(cps):.0f}) | {ratio} | {cell('per_conn', '{:.1f}')} "
+            print(f"| {rate} | {mode} | {med:.0f} ({min(cps):.0f}-{max(cps):.0f}) | {ratio} | {cell('per_conn', '{:.1f}')} | {cell('events_per_conn', '{:.1f}')} "
                   f"| {cell('lost')} | {cell('shed')} | {cell('incomplete')} | {fault} | {false} | {sum(r['failed'] for r in rs)} |")
 
 
