@@ -297,8 +297,9 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
 }
 
 /* Sends this CPU's pending journey as one record. Under overload a
- * journey of device hops and route lookups only is shed (nt_shed); one
- * holding anything else goes out whole. Counted per point, as events. The
+ * journey of device hops and route lookups only is shed (nt_shed), one
+ * holding anything else goes out whole (its later device hops were shed
+ * as they came, nt_journey_take). Counted per point, as events. The
  * caller holds it (busy) or interrupted nothing that does. */
 static __always_inline void nt_journey_send(struct nt_journey *j)
 {
@@ -412,6 +413,11 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 
 	if (!e->skb || !nt_journeys_point(e->point) || nt_wide(e))
 		return false;
+	/* Under overload a device hop or route lookup joins no journey: shed
+	 * (and counted) as it would be on its own, so that the journeys of
+	 * evidence (NAT, encapsulation) keep the ring buffer's last quarter. */
+	if (nt_shed(e))
+		return true;
 	j = nt_journey();
 	if (!j || j->busy)
 		return false;
@@ -433,15 +439,24 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 	return true;
 }
 
+/* Whether the event needs no record of its own: taken into this CPU's
+ * journey, or shed. Otherwise the journey pending goes out first. (A
+ * device hop in a program nested inside a journey's change is checked for
+ * shedding twice.) */
+static __always_inline bool nt_no_record(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
+{
+	if (nt_journey_take(e, skb, use_data, direct))
+		return true;
+	nt_journey_flush();
+	return nt_shed(e);
+}
+
 static __always_inline void nt_submit(struct nt_event *e)
 {
 	struct nt_event4 *n;
 	struct nt_event *rec;
 
-	if (nt_journey_take(e, NULL, false, false))
-		return;
-	nt_journey_flush();
-	if (nt_shed(e))
+	if (nt_no_record(e, NULL, false, false))
 		return;
 	if (nt_stamp(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
@@ -477,10 +492,7 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 		nt_submit(e);
 		return;
 	}
-	if (nt_journey_take(e, skb, use_data, direct))
-		return;
-	nt_journey_flush();
-	if (nt_shed(e))
+	if (nt_no_record(e, skb, use_data, direct))
 		return;
 	if (nt_wide(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);
