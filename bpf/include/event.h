@@ -275,8 +275,11 @@ static __always_inline __u16 nt_copy_packet(void *dst, struct sk_buff *skb, bool
 	return caplen;
 }
 
-/* Packet journeys (struct nt_journey): the room the packet's bytes and
- * the hops may take. */
+/* Packet journeys (struct nt_journey): where the hops start, after the
+ * packet's snap_len bytes padded to 8 (a constant: Linux 6.1's verifier
+ * loses the bound of a length read from the journey, caplen, through the
+ * sums below, and refuses the output), and the room they may take. */
+#define NT_HOPS_AT ((snap_len + 7) & ~7U)
 #define NT_HOPS_ROOM (NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4))
 
 /* Whether a point's events join journeys: the steps of a packet's way
@@ -303,8 +306,8 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
  * caller holds it (busy) or interrupted nothing that does. */
 static __always_inline void nt_journey_send(struct nt_journey *j)
 {
-	__u64 at = j->hops_at + j->hops * sizeof(struct nt_event4);
-	__u64 len = j->head.caplen;
+	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
+	__u64 len = snap_len;
 	struct nt_hops_tail *tail;
 
 	if (!j->pending)
@@ -314,7 +317,7 @@ static __always_inline void nt_journey_send(struct nt_journey *j)
 		nt_journey_count(j, NT_POINT_MAX);
 		return;
 	}
-	/* The bounds are for the verifier, which cannot see hops_at <=
+	/* The bounds are for the verifier, which cannot see snap_len <=
 	 * NT_SNAP_MAX and hops <= NT_JOURNEY_HOPS through the sums. */
 	if (j->hops) {
 		if (at > NT_HOPS_ROOM)
@@ -376,7 +379,7 @@ static __always_inline bool nt_journey_same(const struct nt_journey *j)
 /* Adds the event in next to the pending journey as its next hop. */
 static __always_inline bool nt_journey_add(struct nt_journey *j)
 {
-	__u64 at = j->hops_at + j->hops * sizeof(struct nt_event4);
+	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
 
 	/* The bound on at is for the verifier, as in nt_journey_send. */
 	if (j->hops >= NT_JOURNEY_HOPS || at > NT_HOPS_ROOM - sizeof(struct nt_event4))
@@ -395,8 +398,6 @@ static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buf
 	j->head.caplen = 0;
 	if (skb && snap_len > 0 && snap_len <= NT_SNAP_MAX)
 		j->head.caplen = nt_copy_packet(j->tail, skb, use_data, direct);
-	/* The hops follow the bytes copied, at a multiple of 8. */
-	j->hops_at = (j->head.caplen + 7) & ~7;
 	j->hops = 0;
 	__builtin_memset(j->events, 0, sizeof(j->events));
 	j->pending = 1;

@@ -164,16 +164,14 @@ struct {
  * softirq's, or the flush's interrupt), which then submits its event on
  * its own. events counts the journey's events per point, for the shed and
  * lost counters. The record is head and what follows it in tail: the
- * packet's first bytes (head.caplen, at most snap_len), padded to 8, the
- * hops, their count. */
+ * packet's first snap_len bytes (head.caplen of them copied), padded to
+ * 8, the hops, their count. */
 struct nt_journey {
 	__u8 pending;
 	__u8 busy;
 	__u8 hops;
 	__u8 events[NT_POINT_MAX];
-	__u8 _pad;
-	__u16 hops_at; /* where in tail the hops start: the packet's bytes, padded to 8 */
-	__u16 _pad2;
+	__u8 _pad[5];
 	struct nt_event4 next; /* the event being added, narrowed */
 	struct nt_event4 head;
 	__u8 tail[NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4) + sizeof(struct nt_hops_tail)];
