@@ -21,7 +21,9 @@
 # or "all" (the default).
 # VMTEST_RUN (-test.run patterns, space-separated) and VMTEST_COUNT run chosen tests
 # several times instead, to chase one that fails only sometimes;
-# VMTEST_TIMEOUT (seconds) bounds the guest. VMTEST_SKIP (a -test.skip
+# VMTEST_TIMEOUT (seconds) bounds the guest; VMTEST_APPEND adds to the
+# guest kernel's command line (slub_debug=FZPU catches a memory corruption
+# where it happens rather than where it crashes). VMTEST_SKIP (a -test.skip
 # pattern) is what the guests leave to CI's own kernel; empty runs it all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -171,17 +173,24 @@ echo "vmtest: initramfs $(du -h "$WORK/initrd.gz" | cut -f1); booting $NAME unde
 LOG="$CACHE/$NAME.log"
 # show_failures prints what each failed test said, found in the whole log
 # (the guest's console interleaves the kernel's lines, which test2json
-# leaves unattributed), then the log's end, where a hang or a panic shows.
+# leaves unattributed), the kernel's first oops or warning from its first
+# line (a panic's call trace is longer than the log's end shows), then the
+# log's end, where a hang or a panic shows.
 show_failures() {
 	tr -d '\r' < "$LOG" | sed -n '/VMTEST: running tests/,$p' | go tool test2json | go run ./scripts/failed || true
+	if grep -qE "$OOPS" "$LOG"; then
+		echo "vmtest: the kernel's first oops or warning in $NAME:"
+		tr -d '\r' < "$LOG" | sed -nE "/$OOPS/,\$p" | head -100
+	fi
 	echo "vmtest: the end of $NAME's output:"
 	tr -d '\r' < "$LOG" | tail -60
 }
+OOPS='(BUG:|Oops|general protection fault|kernel BUG at|WARNING: CPU)'
 start=$(date +%s)
 set +e
 timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 3072 -nographic -no-reboot \
 	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
-	-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init" > "$LOG" 2>&1
+	-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init ${VMTEST_APPEND:-}" > "$LOG" 2>&1
 rc=$?
 set -e
 elapsed=$(( $(date +%s) - start ))
