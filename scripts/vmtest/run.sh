@@ -188,7 +188,14 @@ show_failures() {
 OOPS='(BUG:|Oops|general protection fault|kernel BUG at|WARNING: CPU)'
 start=$(date +%s)
 set +e
-timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -cpu max -smp 2 -m 3072 -nographic -no-reboot \
+# One host thread runs both vCPUs (thread=single): QEMU before 8.1 (Debian
+# 12 has 7.2) can run a stale translation of kernel text that another vCPU
+# is patching ("accel/tcg: Always lock pages before translation", 8.1),
+# and the tests patch it all the time (kprobes, trampolines, static keys as
+# tracers attach and detach). A 6.12 guest died of it in CI once, in
+# kmalloc with impossible flags. The guests run in parallel, a host core
+# each, so the thread costs little time.
+timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
 	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
 	-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init ${VMTEST_APPEND:-}" > "$LOG" 2>&1
 rc=$?
