@@ -282,9 +282,12 @@ static __always_inline __u16 nt_copy_packet(void *dst, struct sk_buff *skb, bool
 #define NT_HOPS_AT ((snap_len + 7) & ~7U)
 #define NT_HOPS_ROOM (NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4))
 
-/* Whether a point's events join journeys: the steps of a packet's way
- * (devices, NAT hooks, route lookups, encapsulation). Drops, listener
- * outcomes and TCP events end it and go out on their own. */
+/* Whether a point's events are journeys' steps: the steps of a packet's
+ * way (devices, NAT hooks, route lookups, encapsulation), which start
+ * journeys and share their packet's bytes. A TCP event (a socket's state,
+ * a reset; no packet bytes of its own) joins the journey pending on its
+ * CPU as a step without packet (nt_journey_take); drops and listener
+ * outcomes end it and go out on their own. */
 static __always_inline bool nt_journeys_point(__u8 point)
 {
 	return point == NT_POINT_DEV || point == NT_POINT_NAT || point == NT_POINT_ROUTE ||
@@ -405,22 +408,29 @@ static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buf
 
 /* Takes an event into this CPU's journey: as the pending one's next hop,
  * or as a new journey (with its packet's bytes when skb is given). Returns
- * false when the event goes out on its own: its point ends journeys, it
- * has no packet or an IPv6 address (its wide record has no journey), or a
- * program on this CPU is changing the journey. */
+ * false when the event goes out on its own: its point ends journeys, a
+ * step has no packet, it has an IPv6 address (its wide record has no
+ * journey), a TCP event finds no journey with room, or a program on this
+ * CPU is changing the journey. */
 static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
 {
+	bool step = nt_journeys_point(e->point), joined = true;
 	struct nt_journey *j;
 
-	if (!e->skb || !nt_journeys_point(e->point) || nt_wide(e))
+	if (nt_wide(e) || (step ? !e->skb : e->point != NT_POINT_TCP))
 		return false;
 	/* Under overload a device hop or route lookup joins no journey: shed
 	 * (and counted) as it would be on its own, so that the journeys of
 	 * evidence (NAT, encapsulation) keep the ring buffer's last quarter. */
-	if (nt_shed(e))
+	if (step && nt_shed(e))
 		return true;
 	j = nt_journey();
 	if (!j || j->busy)
+		return false;
+	/* A TCP event only joins a pending journey with room: it starts none
+	 * (a journey is a packet's), and one that does not join is stamped
+	 * for its own record. */
+	if (!step && (!j->pending || j->hops >= NT_JOURNEY_HOPS))
 		return false;
 	/* A volatile store and a compiler barrier: the flag must be in memory
 	 * before the journey changes, for a program interrupting this one on
@@ -431,9 +441,13 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 	asm volatile("" ::: "memory");
 	nt_stamp(e);
 	nt_narrow(&j->next, e);
-	if (!j->pending || !nt_journey_same(j) || !nt_journey_add(j))
+	if (!step)
+		joined = nt_journey_add(j); /* true: its room was checked */
+	else if (!j->pending || !nt_journey_same(j) || !nt_journey_add(j))
 		nt_journey_start(j, skb, use_data, direct);
-	if (e->point < NT_POINT_MAX)
+	if (!joined)
+		nt_count_lost(e->point);
+	else if (e->point < NT_POINT_MAX)
 		j->events[e->point & (NT_POINT_MAX - 1)]++;
 	asm volatile("" ::: "memory");
 	*(volatile __u8 *)&j->busy = 0;

@@ -8,7 +8,10 @@ package event
 // record rather than one per step. The record is its own event and its
 // packet's bytes, then the next events as narrow records (the hops), then
 // their count. A hop carries its packet bytes no more: it takes the
-// record's, taken at its first step (the same addresses and ports).
+// record's, taken at its first step (the same addresses and ports). A TCP
+// event made on the CPU while the journey was pending (a socket's state
+// changed as its packet was processed) joins it too, with no packet bytes:
+// it has none on its own either.
 
 // flagHops marks a kernel record that ends with hops (NT_F_HOPS).
 const flagHops = 0x10
@@ -37,9 +40,17 @@ func KernelHops(b []byte) int {
 func DecodeKernelHop(b []byte, i int, e *Event) {
 	at := len(b) - hopsTailSize - (KernelHops(b)-i)*RecordSize
 	narrow.decode(b[at:at+RecordSize], e, RecordSize)
-	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= RecordSize+n {
+	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= RecordSize+n && journeyStep(e.Point) {
 		e.Packet = b[RecordSize : RecordSize+n]
 	}
+}
+
+// journeyStep says whether a hop at point p is a step of the record's
+// packet, whose bytes it shares (nt_journeys_point). A TCP event joins the
+// journey pending on its CPU as it came, with no packet bytes, as on its
+// own.
+func journeyStep(p Point) bool {
+	return p == PointDev || p == PointNAT || p == PointRoute || p == PointVXLAN
 }
 
 // AppendKernelJourney appends the kernel record of a journey, as the kernel

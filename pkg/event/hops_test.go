@@ -7,7 +7,8 @@ import (
 )
 
 // journeySample is one packet's steps on one CPU: received, NAT hooks
-// that translate nothing, transmitted, with its packet's bytes.
+// that translate nothing, a socket's state changed as it was processed,
+// transmitted, with its packet's bytes.
 func journeySample() []Event {
 	tuple := Tuple{Src: netip.MustParseAddr("10.244.1.10"), Dst: netip.MustParseAddr("10.96.0.99"), Sport: 40000, Dport: 9000, Proto: 6, TCPFlags: 0x02}
 	base := Event{Skb: 0xffff888100001000, SkbSeen: 1000, CPU: 1, Tuple: tuple, Hook: HookNone,
@@ -20,11 +21,14 @@ func journeySample() []Event {
 	nat.NAT.Pre = tuple
 	tx.Time, tx.Point, tx.Kind, tx.Netns, tx.Ifindex = 2100, PointDev, KindDevTx, 7, 4
 	copy(tx.Ifname[:], "flannel.1")
-	return []Event{rx, nat, tx}
+	state := Event{Time: 1700, CPU: 1, Point: PointTCP, Kind: KindTCPState, Netns: 7, Tuple: tuple.Reverse(),
+		TCP: TCP{OldState: 2, NewState: 1, Cookie: 4242}}
+	return []Event{rx, nat, state, tx}
 }
 
-// A journey record decodes into its events, each with the packet bytes of
-// the first; a record without hops has none.
+// A journey record decodes into its events, each step with the packet
+// bytes of the first and a TCP event with none; a record without hops has
+// none.
 func TestKernelJourney(t *testing.T) {
 	journey := journeySample()
 	b := AppendKernelJourney(nil, journey)
@@ -41,7 +45,9 @@ func TestKernelJourney(t *testing.T) {
 		got = append(got, e)
 	}
 	for i := range journey {
-		journey[i].Packet = journey[0].Packet
+		if journey[i].Point != PointTCP {
+			journey[i].Packet = journey[0].Packet
+		}
 	}
 	if !reflect.DeepEqual(got, journey) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, journey)
