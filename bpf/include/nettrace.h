@@ -282,7 +282,8 @@ _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/eve
 
 /* A packet's journey: the events of one packet in one shape (the same skb,
  * identity, tuple and inner tuple) made one after the other on one CPU,
- * sent as one record (struct nt_journey). A record with NT_F_HOPS is its
+ * and the TCP events made among them, sent as one record (struct
+ * nt_journey). A record with NT_F_HOPS is its
  * first event, its packet bytes (padded to 8), the narrow records of the
  * next events (the hops, packet bytes not repeated), then their count: the record's
  * length says where the hops are, so user space needs no snap length. */
