@@ -158,9 +158,9 @@ struct {
  * as hops; sent as one record when anything else is submitted on this CPU,
  * when the packet changes shape or is freed, when it holds NT_JOURNEY_HOPS
  * hops, or when user space flushes every CPU (journey_flush, before it
- * counts losses). A packet crosses
- * veth pairs, bridges and its namespaces' NAT hooks on one CPU, one step
- * after the other: one record, not one per step. Per CPU, so no other CPU
+ * counts losses). A packet crosses veth pairs, bridges and its namespaces'
+ * NAT hooks on one CPU, one step after the other: one record, not one per
+ * step. Per CPU, so no other CPU
  * touches it; busy guards it against a program nested on this CPU (a
  * softirq's, or the flush's interrupt), which then submits its event on
  * its own. events counts the journey's events per point, for the shed and

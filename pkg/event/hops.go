@@ -55,8 +55,8 @@ func journeyStep(p Point) bool {
 
 // AppendKernelJourney appends the kernel record of a journey, as the kernel
 // writes it: the first event with its packet bytes, then the others as
-// hops. Every event is IPv4 (a narrow record) and of the first's packet:
-// for tests and tools that stand in for the kernel.
+// hops. Every event is IPv4 (a narrow record), a step of the first's
+// packet or a TCP event: for tests and tools that stand in for the kernel.
 func AppendKernelJourney(dst []byte, journey []Event) []byte {
 	rec := make([]byte, RecordSize+len(journey[0].Packet))
 	head := len(dst)
