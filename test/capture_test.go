@@ -451,7 +451,7 @@ func sendStrayACK(t *testing.T, ns, src, dst string, sport, dport uint16) {
 
 // requireJourneys fails unless the kernel sent a packet's steps gathered:
 // after MASQUERADE the SYN leaves the client, enters the server and
-// crosses its NAT hooks in one shape, one record.
+// crosses its NAT hooks, one record.
 func requireJourneys(t *testing.T, tr trace) {
 	t.Helper()
 	records, _ := tr.summary["kernel_records"].(float64)

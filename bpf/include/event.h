@@ -365,18 +365,27 @@ static __always_inline void nt_journey_end(__u64 skb)
 		nt_journey_send(j);
 }
 
-/* Whether the event in next is the head's packet in the same shape: the
- * same skb and identity, tuple and inner tuple (nt_narrow zeroes what a
- * record does not hold, so whole words compare). */
+/* Whether the event in next is a step of the head's packet: the same skb
+ * and identity and the same inner tuple, and the same tuple or the same
+ * TCP or UDP packet with its addresses and ports translated (NAT). User
+ * space derives a translated step's packet bytes from the record's, as
+ * the kernel's NAT rewrites them; an encapsulated or decapsulated packet,
+ * whose headers it cannot derive, starts a journey of its own (nt_narrow
+ * zeroes what a record does not hold, so whole words compare). */
 static __always_inline bool nt_journey_same(const struct nt_journey *j)
 {
 	const __u64 *a = (const void *)&j->head.tuple;
 	const __u64 *b = (const void *)&j->next.tuple;
+	const struct nt_tuple4 *t = &j->head.tuple;
 
 	_Static_assert(__builtin_offsetof(struct nt_event4, ct) - __builtin_offsetof(struct nt_event4, tuple) == 32,
 		       "tuple and inner are four words");
-	return j->head.skb == j->next.skb && j->head.skb_seen == j->next.skb_seen && a[0] == b[0] &&
-	       a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+	if (j->head.skb != j->next.skb || j->head.skb_seen != j->next.skb_seen || a[2] != b[2] || a[3] != b[3])
+		return false;
+	if (a[0] == b[0] && a[1] == b[1])
+		return true;
+	return !(a[2] | a[3]) && (t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP) &&
+	       t->proto == j->next.tuple.proto && t->tcp_flags == j->next.tuple.tcp_flags;
 }
 
 /* Adds the event in next to the pending journey as its next hop. */

@@ -153,10 +153,11 @@ struct {
 } listeners SEC(".maps");
 
 /* The packet journey pending on this CPU: an IPv4 packet's record held
- * while the packet's next events on this CPU, in the same shape (skb,
- * identity, tuples), and the TCP events made meanwhile, are added to it
- * as hops; sent as one record when anything else is submitted on this CPU,
- * when the packet changes shape or is freed, when it holds NT_JOURNEY_HOPS
+ * while the packet's next events on this CPU (the same skb, identity and
+ * inner tuple; NAT may translate its addresses and ports), and the TCP
+ * events made meanwhile, are added to it as hops; sent as one record when
+ * anything else is submitted on this CPU, when the packet is encapsulated,
+ * decapsulated or freed, when it holds NT_JOURNEY_HOPS
  * hops, or when user space flushes every CPU (journey_flush, before it
  * counts losses). A packet crosses veth pairs, bridges and its namespaces'
  * NAT hooks on one CPU, one step after the other: one record, not one per

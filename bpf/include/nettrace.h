@@ -280,8 +280,9 @@ NT_NARROW_AT(u.tcp.cookie, 144);
 NT_NARROW_AT(skb_seen, 176);
 _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/event.RecordSize is 184");
 
-/* A packet's journey: the events of one packet in one shape (the same skb,
- * identity, tuple and inner tuple) made one after the other on one CPU,
+/* A packet's journey: the events of one packet (the same skb, identity and
+ * inner tuple; its addresses and ports as NAT translates them) made one
+ * after the other on one CPU,
  * and the TCP events made among them, sent as one record (struct
  * nt_journey). A record with NT_F_HOPS is its
  * first event, its packet bytes (padded to 8), the narrow records of the

@@ -45,7 +45,8 @@ func (w *countingWatcher) Observe(*event.Event, func(*event.Event))   { w.observ
 func (w *countingWatcher) Expire(final bool, emit func(*event.Event)) { w.expired++ }
 
 // kernelRecords writes events as the kernel would: the steps of one IPv4
-// packet in one shape, one after the other, as one record (a journey).
+// packet, one after the other, as one record (a journey), across NAT's
+// translations of a TCP or UDP packet.
 func kernelRecords(events []event.Event) (records [][]byte, journeys int) {
 	for i := 0; i < len(events); {
 		n := 1
@@ -71,8 +72,10 @@ func sameJourney(head, e *event.Event) bool {
 	steps := func(p event.Point) bool {
 		return p == event.PointDev || p == event.PointNAT || p == event.PointRoute || p == event.PointVXLAN
 	}
+	translated := e.Inner == (event.Tuple{}) && e.Tuple.Proto == head.Tuple.Proto && e.Tuple.TCPFlags == head.Tuple.TCPFlags &&
+		(e.Tuple.Proto == event.ProtoTCP || e.Tuple.Proto == event.ProtoUDP)
 	return steps(head.Point) && steps(e.Point) && head.Skb != 0 && head.Tuple.Src.Is4() && e.Tuple.Src.Is4() &&
-		e.Skb == head.Skb && e.SkbSeen == head.SkbSeen && e.Tuple == head.Tuple && e.Inner == head.Inner
+		e.Skb == head.Skb && e.SkbSeen == head.SkbSeen && e.Inner == head.Inner && (e.Tuple == head.Tuple || translated)
 }
 
 // A capture hands every record read, completed, to the pipeline and the

@@ -1,14 +1,22 @@
 package event
 
+import (
+	"bytes"
+	"encoding/binary"
+)
+
 // A kernel record may carry its packet's next events (NT_F_HOPS, struct
 // nt_journey in bpf/include/maps.h): the kernel gathers the steps of one
-// packet in one shape (the same skb, identity, tuple and inner tuple) made
-// one after the other on one CPU into one record, so that a packet
+// packet (the same skb, identity and inner tuple) made one after the other
+// on one CPU into one record, so that a packet
 // crossing veth pairs, bridges and NAT hooks costs the ring buffer one
 // record rather than one per step. The record is its own event and its
 // packet's bytes, then the next events as narrow records (the hops), then
 // their count. A hop carries its packet bytes no more: it takes the
-// record's, taken at its first step (the same addresses and ports). A TCP
+// record's, taken at its first step, translated when NAT has changed its
+// addresses or ports since (the kernel keeps a TCP or UDP packet's journey
+// across a translation, and starts a new one where its headers change
+// otherwise: encapsulated, decapsulated). A TCP
 // event made on the CPU while the journey was pending (a socket's state
 // changed as its packet was processed) joins it too, with no packet bytes:
 // it has none on its own either.
@@ -35,13 +43,20 @@ func KernelHops(b []byte) int {
 }
 
 // DecodeKernelHop fills e with the kernel record b's hop i (0 <= i <
-// KernelHops(b)), its packet bytes the record's. e.Packet then refers into
-// b, as with DecodeKernel.
+// KernelHops(b)), its packet bytes the record's: e.Packet then refers into
+// b, as with DecodeKernel, or, for a step after a NAT translation, to a
+// copy translated as the step's tuple says (translatedPacket).
 func DecodeKernelHop(b []byte, i int, e *Event) {
 	at := len(b) - hopsTailSize - (KernelHops(b)-i)*RecordSize
-	narrow.decode(b[at:at+RecordSize], e, RecordSize)
-	if n := int(le.Uint16(b[offCaplen:])); n > 0 && len(b) >= RecordSize+n && journeyStep(e.Point) {
-		e.Packet = b[RecordSize : RecordSize+n]
+	hop := b[at : at+RecordSize]
+	narrow.decode(hop, e, RecordSize)
+	n := int(le.Uint16(b[offCaplen:]))
+	if n == 0 || len(b) < RecordSize+n || !journeyStep(e.Point) {
+		return
+	}
+	e.Packet = b[RecordSize : RecordSize+n]
+	if !bytes.Equal(hop[narrow.tuple:narrow.inner], b[narrow.tuple:narrow.inner]) {
+		e.Packet = translatedPacket(e.Packet, &e.Tuple)
 	}
 }
 
@@ -75,4 +90,69 @@ func AppendKernelJourney(dst []byte, journey []Event) []byte {
 	}
 	dst = le.AppendUint32(dst, uint32(len(journey)-1))
 	return le.AppendUint32(dst, 0)
+}
+
+// translatedPacket returns a copy of the bytes of an IPv4 packet, from its
+// IP header, with the addresses and TCP or UDP ports of t and its
+// checksums adjusted for the change (RFC 1624), as the kernel's NAT
+// rewrites a packet: a journey's steps after a translation share the bytes
+// of its first step. Nil when the bytes are not the IPv4 packet of t's
+// protocol. (A checksum left for the device to complete, on a packet sent
+// from this host, is adjusted as a complete one: what Wireshark shows of
+// it is as wrong as before.)
+func translatedPacket(pkt []byte, t *Tuple) []byte {
+	if len(pkt) < 20 || pkt[0]>>4 != 4 || pkt[9] != t.Proto || !t.Src.Is4() || !t.Dst.Is4() {
+		return nil
+	}
+	ihl := int(pkt[0]&0x0f) * 4
+	if ihl < 20 || len(pkt) < ihl {
+		return nil
+	}
+	out := append([]byte(nil), pkt...)
+	src, dst := t.Src.As4(), t.Dst.As4()
+	var addrs checksumDelta
+	addrs.rewrite(out[12:16], src[:])
+	addrs.rewrite(out[16:20], dst[:])
+	addrs.adjust(out[10:12])
+	l4 := out[ihl:]
+	if binary.BigEndian.Uint16(out[6:8])&0x1fff != 0 || len(l4) < 4 {
+		return out // a later fragment, or no ports captured
+	}
+	ports := addrs
+	ports.rewrite(l4[0:2], binary.BigEndian.AppendUint16(nil, t.Sport))
+	ports.rewrite(l4[2:4], binary.BigEndian.AppendUint16(nil, t.Dport))
+	switch {
+	case t.Proto == ProtoTCP && len(l4) >= 18:
+		ports.adjust(l4[16:18])
+	case t.Proto == ProtoUDP && len(l4) >= 8 && binary.BigEndian.Uint16(l4[6:8]) != 0:
+		// A UDP checksum of zero is none; one that comes to zero is sent
+		// as all ones.
+		ports.adjust(l4[6:8])
+		if binary.BigEndian.Uint16(l4[6:8]) == 0 {
+			binary.BigEndian.PutUint16(l4[6:8], 0xffff)
+		}
+	}
+	return out
+}
+
+// checksumDelta is the one's complement sum of the changes to the 16-bit
+// words a checksum covers.
+type checksumDelta uint32
+
+// rewrite replaces field (whole 16-bit words) with to, adding the change.
+func (d *checksumDelta) rewrite(field, to []byte) {
+	for i := 0; i+1 < len(field); i += 2 {
+		*d += checksumDelta(^binary.BigEndian.Uint16(field[i:]))
+		*d += checksumDelta(binary.BigEndian.Uint16(to[i:]))
+	}
+	copy(field, to)
+}
+
+// adjust updates the checksum in sum for the changes: HC' = ~(~HC + ~m + m').
+func (d checksumDelta) adjust(sum []byte) {
+	c := uint32(^binary.BigEndian.Uint16(sum)) + uint32(d)
+	for c > 0xffff {
+		c = c&0xffff + c>>16
+	}
+	binary.BigEndian.PutUint16(sum, ^uint16(c))
 }

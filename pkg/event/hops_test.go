@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 )
 
 // journeySample is one packet's steps on one CPU: received, NAT hooks
@@ -78,4 +81,78 @@ func FuzzKernelHops(f *testing.F) {
 			DecodeKernelHop(b, i, &e)
 		}
 	})
+}
+
+// serialized returns an IPv4 packet of proto between the tuple's addresses
+// and ports, with a payload and its checksums computed by gopacket.
+func serialized(t *testing.T, tu Tuple) []byte {
+	t.Helper()
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 63, Id: 0x1234, SrcIP: tu.Src.AsSlice(), DstIP: tu.Dst.AsSlice(),
+		Protocol: layers.IPProtocol(tu.Proto)}
+	var l4 gopacket.SerializableLayer
+	switch tu.Proto {
+	case ProtoTCP:
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(tu.Sport), DstPort: layers.TCPPort(tu.Dport), Seq: 7, SYN: true, Window: 64240}
+		_ = tcp.SetNetworkLayerForChecksum(ip)
+		l4 = tcp
+	case ProtoUDP:
+		udp := &layers.UDP{SrcPort: layers.UDPPort(tu.Sport), DstPort: layers.UDPPort(tu.Dport)}
+		_ = udp.SetNetworkLayerForChecksum(ip)
+		l4 = udp
+	}
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, ip, l4, gopacket.Payload("hello, endpoint")); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A step after a translation shares the record's bytes with the step's
+// addresses and ports, its checksums those of the packet sent so.
+func TestTranslatedPacket(t *testing.T) {
+	for _, proto := range []uint8{ProtoTCP, ProtoUDP} {
+		pre := Tuple{Src: netip.MustParseAddr("10.244.1.10"), Dst: netip.MustParseAddr("10.96.0.99"), Sport: 40000, Dport: 9000, Proto: proto}
+		post := pre
+		post.Dst, post.Dport = netip.MustParseAddr("10.244.2.10"), 9002
+		post.Src = netip.MustParseAddr("172.20.0.1")
+		got := translatedPacket(serialized(t, pre), &post)
+		if want := serialized(t, post); !reflect.DeepEqual(got, want) {
+			t.Errorf("proto %d: translated\n%x\nwant\n%x", proto, got, want)
+		}
+		// Bytes cut inside the transport header: the addresses still are.
+		if got := translatedPacket(serialized(t, pre)[:22], &post); !reflect.DeepEqual(got[:20], serialized(t, post)[:20]) {
+			t.Errorf("proto %d, 22 bytes: IP header %x", proto, got[:20])
+		}
+	}
+	tcp := Tuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: ProtoTCP}
+	udp := tcp
+	udp.Proto = ProtoUDP
+	if got := translatedPacket(serialized(t, tcp), &udp); got != nil {
+		t.Errorf("bytes of another protocol translated: %x", got)
+	}
+}
+
+// A journey's step after a NAT translation decodes with the record's
+// bytes translated, and one before it with them as they are.
+func TestKernelJourneyTranslated(t *testing.T) {
+	journey := journeySample()
+	pre := journey[0].Tuple
+	post := pre
+	post.Dst, post.Dport = netip.MustParseAddr("10.244.2.10"), 9002
+	for i := range journey {
+		if journey[i].Point != PointTCP {
+			journey[i].Packet = serialized(t, pre)
+		}
+	}
+	journey[1].Tuple = post // the DNAT
+	journey[3].Tuple = post
+	b := AppendKernelJourney(nil, journey)
+	var e Event
+	for i, want := range [][]byte{serialized(t, post), nil, serialized(t, post)} {
+		DecodeKernelHop(b, i, &e)
+		if !reflect.DeepEqual(e.Packet, want) {
+			t.Errorf("hop %d: packet\n%x\nwant\n%x", i, e.Packet, want)
+		}
+	}
 }
