@@ -121,30 +121,7 @@ func explanationsByID(xs []output.JSONExplanation) []output.JSONExplanation {
 // The packets of a recording open in tshark, with nettrace's metadata in
 // the packet comments.
 func TestExportOpensInTshark(t *testing.T) {
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Fatal("tshark is not installed (make deps installs it)")
-	}
-	if _, err := lab.Up("snat-missing", labBin); err != nil {
-		lab.Down()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lab.Down() })
-	recording := filepath.Join(t.TempDir(), "snat.ntrace")
-	args := []string{"-w", recording}
-	for _, ns := range lab.Namespaces() {
-		args = append(args, "--netns", ns)
-	}
-	w := startWatch(t, append(args, "host "+lab.SNATServiceIP)...)
-	sc, _ := lab.Lookup("snat-missing")
-	if _, err := lab.Traffic(sc); err != nil {
-		t.Fatal(err)
-	}
-	w.stop(t)
-	copied := copyForNobody(t, recording)
-	pcapng := filepath.Join(filepath.Dir(copied), "snat.pcapng")
-	if out, err := unprivileged("export", "--pcapng", pcapng, copied).CombinedOutput(); err != nil {
-		t.Fatalf("export: %v\n%s", err, out)
-	}
+	pcapng := exportScenario(t, "snat-missing", "host "+lab.SNATServiceIP)
 	out, err := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment == "drop_reason: IP_RPFILTER"`,
 		"-T", "fields", "-e", "frame.interface_name", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "frame.comment").Output()
 	if err != nil {
@@ -166,6 +143,86 @@ func TestExportOpensInTshark(t *testing.T) {
 	dnat, _ := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment contains "nat_before: tcp 172.20.0.1:" && frame.comment contains "-> 10.96.0.10:80"`).Output()
 	if len(bytes.TrimSpace(dnat)) == 0 {
 		t.Errorf("no packet commented with the DNAT's tuple before translation")
+	}
+	requireValidIPChecksums(t, pcapng)
+}
+
+// A packet's steps after NAT translated it in the middle of its journey
+// (a pod's SYN to a load balancer, DNATed at its node's PREROUTING to the
+// ingress pod and masqueraded) show the packet as translated, with valid
+// IP checksums: the kernel sends the journey's bytes once, as its first
+// step saw them, and nettrace translates them for the later steps.
+func TestExportTranslatedSteps(t *testing.T) {
+	pcapng := exportScenario(t, "hairpin-healthy", "tcp port 443")
+	dnat, err := exec.Command("tshark", "-r", pcapng, "-Y",
+		`frame.comment contains "hook: PREROUTING" && frame.comment contains "-> `+lab.LoadBalancerIP+`:443" && frame.comment contains "nat_before: tcp `+lab.Pod1IP+`:"`,
+		"-T", "fields", "-e", "ip.dst", "-e", "tcp.dstport").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(dnat)), "\n")
+	if lines[0] == "" {
+		t.Fatalf("no packet commented with the DNAT of %s:443 at PREROUTING", lab.LoadBalancerIP)
+	}
+	for _, l := range lines {
+		if l != lab.IngressPodIP+"\t443" {
+			t.Errorf("a DNAT's step shows its packet to %q, want %s:443", l, lab.IngressPodIP)
+		}
+	}
+	requireValidIPChecksums(t, pcapng)
+}
+
+// exportScenario records a scenario's traffic on every lab namespace with
+// filter, exports the recording as an unprivileged user would, and
+// returns the pcapng's path.
+func exportScenario(t *testing.T, scenario, filter string) string {
+	t.Helper()
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Fatal("tshark is not installed (make deps installs it)")
+	}
+	if _, err := lab.Up(scenario, labBin); err != nil {
+		lab.Down()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Down() })
+	recording := filepath.Join(t.TempDir(), "lab.ntrace")
+	args := []string{"-w", recording}
+	for _, ns := range lab.Namespaces() {
+		args = append(args, "--netns", ns)
+	}
+	w := startWatch(t, append(args, filter)...)
+	sc, _ := lab.Lookup(scenario)
+	if _, err := lab.Traffic(sc); err != nil {
+		t.Fatal(err)
+	}
+	w.stop(t)
+	copied := copyForNobody(t, recording)
+	pcapng := filepath.Join(filepath.Dir(copied), "lab.pcapng")
+	if out, err := unprivileged("export", "--pcapng", pcapng, copied).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	return pcapng
+}
+
+// requireValidIPChecksums fails when a packet's IP header checksum is
+// wrong: every packet's bytes are the kernel's, or the kernel's translated
+// as NAT translated them.
+func requireValidIPChecksums(t *testing.T, pcapng string) {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", pcapng, "-o", "ip.check_checksum:TRUE", "-T", "fields", "-e", "ip.checksum.status").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	// An ICMP error's quoted header has a status of its own: "1,1".
+	status := strings.FieldsFunc(string(out), func(r rune) bool { return r == ',' || r == '\n' })
+	good := 0
+	for _, s := range status {
+		if s == "1" {
+			good++
+		}
+	}
+	if len(status) == 0 || good != len(status) {
+		t.Errorf("%d of %d packets have a good IP header checksum", good, len(status))
 	}
 }
 
