@@ -288,7 +288,12 @@ _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/eve
  * first event, its packet bytes (padded to 8), the narrow records of the
  * next events (the hops, packet bytes not repeated), then their count: the record's
  * length says where the hops are, so user space needs no snap length. */
-#define NT_JOURNEY_HOPS 8 /* events after the record's own */
+/* Events after the record's own: room for a pod's packet through its node
+ * (veth, bridge, the NAT hooks before and after a translation, a route
+ * lookup, the vxlan device) and the socket states made meanwhile. On the
+ * connection sweep's path 12 gave 14.4 records a connection, 8 gave 16.4
+ * and 16 no fewer than 12 (docs/performance.md). */
+#define NT_JOURNEY_HOPS 12
 
 struct nt_hops_tail {
 	__u32 count;

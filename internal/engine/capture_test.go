@@ -66,7 +66,7 @@ func kernelRecords(events []event.Event) (records [][]byte, journeys int) {
 }
 
 // journeyHops is the kernel's NT_JOURNEY_HOPS.
-const journeyHops = 8
+const journeyHops = 12
 
 func sameJourney(head, e *event.Event) bool {
 	steps := func(p event.Point) bool {
