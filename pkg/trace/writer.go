@@ -31,6 +31,7 @@ type Writer struct {
 	symbols map[uint64]bool
 	rec     []byte
 	scratch []byte
+	sparse  []byte // an event's sparse form, reused: one allocation per event was the recorder's bottleneck
 	events  uint64
 	bytes   int64
 }
@@ -119,7 +120,8 @@ func (w *Writer) Event(e *event.Event) error {
 	}
 	n := event.Encode(e, w.scratch)
 	w.events++
-	return w.record(recEvent, appendSparse(nil, w.scratch[:event.RecordSize], w.scratch[event.RecordSize:n]))
+	w.sparse = appendSparse(w.sparse[:0], w.scratch[:event.RecordSize], w.scratch[event.RecordSize:n])
+	return w.record(recEvent, w.sparse)
 }
 
 // Ruleset appends a namespace's ruleset, in force from the snapshot's
