@@ -11,7 +11,7 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 23);
+	__uint(max_entries, 1 << 25); /* --ring-size's default */
 } events SEC(".maps");
 
 /* Records that did not fit in the ring buffer, per point, then (from

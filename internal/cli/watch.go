@@ -61,7 +61,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
 	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (default: no limit)")
 	fl.StringVar(&f.readyFile, "ready-file", "", "create this file once every available point is attached")
-	fl.Uint32Var(&f.ringSize, "ring-size", 8<<20, "ring buffer size in bytes (power of two)")
+	fl.Uint32Var(&f.ringSize, "ring-size", 32<<20, "ring buffer size in bytes (power of two); 32 MiB holds about a third of a second of a busy node's records")
 	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
 	fl.Uint32Var(&f.snapLen, "snaplen", defaultSnapLen, fmt.Sprintf("bytes of each packet kept, from its IP header (0 to %d); 128 holds IP, TCP/UDP, vxlan and the inner headers", probe.MaxSnapLen))
 	fl.StringVarP(&f.write, "write", "w", "", "also record to `FILE` (replay it with nettrace replay)")
