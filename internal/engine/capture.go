@@ -63,6 +63,9 @@ type Capture struct {
 	undelivered uint64
 	counted     uint64
 	lastJudged  time.Time
+	// translated holds the packet bytes of the hop being handed on, when
+	// a translation since its journey's start rewrote them.
+	translated []byte
 }
 
 // lossSlack is how long a record may take from its timestamp to being
@@ -221,7 +224,7 @@ func (c *Capture) take(ev *event.Event, now time.Time) {
 // next steps, which the kernel gathered into it); ev is scratch.
 func (c *Capture) takeHops(b []byte, ev *event.Event, now time.Time) {
 	for i := range event.KernelHops(b) {
-		event.DecodeKernelHop(b, i, ev)
+		c.translated = event.DecodeKernelHop(b, i, ev, c.translated)
 		c.take(ev, now)
 	}
 }

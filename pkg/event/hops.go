@@ -44,20 +44,28 @@ func KernelHops(b []byte) int {
 
 // DecodeKernelHop fills e with the kernel record b's hop i (0 <= i <
 // KernelHops(b)), its packet bytes the record's: e.Packet then refers into
-// b, as with DecodeKernel, or, for a step after a NAT translation, to a
-// copy translated as the step's tuple says (translatedPacket).
-func DecodeKernelHop(b []byte, i int, e *Event) {
+// b, as with DecodeKernel, or, for a step after a NAT translation, into
+// scratch, where it writes them translated as the step's tuple says
+// (appendTranslated). It returns scratch, grown if it had to: reused, it
+// spares an allocation per translated step, and e.Packet is valid until
+// the next call with it.
+func DecodeKernelHop(b []byte, i int, e *Event, scratch []byte) []byte {
 	at := len(b) - hopsTailSize - (KernelHops(b)-i)*RecordSize
 	hop := b[at : at+RecordSize]
 	narrow.decode(hop, e, RecordSize)
 	n := int(le.Uint16(b[offCaplen:]))
 	if n == 0 || len(b) < RecordSize+n || !journeyStep(e.Point) {
-		return
+		return scratch
 	}
 	e.Packet = b[RecordSize : RecordSize+n]
 	if !bytes.Equal(hop[narrow.tuple:narrow.inner], b[narrow.tuple:narrow.inner]) {
-		e.Packet = translatedPacket(e.Packet, &e.Tuple)
+		scratch = appendTranslated(scratch[:0], e.Packet, &e.Tuple)
+		e.Packet = nil
+		if len(scratch) > 0 {
+			e.Packet = scratch
+		}
 	}
+	return scratch
 }
 
 // journeyStep says whether a hop at point p is a step of the record's
@@ -92,35 +100,39 @@ func AppendKernelJourney(dst []byte, journey []Event) []byte {
 	return le.AppendUint32(dst, 0)
 }
 
-// translatedPacket returns a copy of the bytes of an IPv4 packet, from its
-// IP header, with the addresses and TCP or UDP ports of t and its
-// checksums adjusted for the change (RFC 1624), as the kernel's NAT
-// rewrites a packet: a journey's steps after a translation share the bytes
-// of its first step. Nil when the bytes are not the IPv4 packet of t's
-// protocol. (A checksum left for the device to complete, on a packet sent
-// from this host, is adjusted as a complete one: what Wireshark shows of
-// it is as wrong as before.)
-func translatedPacket(pkt []byte, t *Tuple) []byte {
+// appendTranslated appends to dst the bytes of an IPv4 packet, from its IP
+// header, with the addresses and TCP or UDP ports of t and its checksums
+// adjusted for the change (RFC 1624), as the kernel's NAT rewrites a
+// packet: a journey's steps after a translation share the bytes of its
+// first step. It appends nothing when the bytes are not the IPv4 packet of
+// t's protocol. (A checksum left for the device to complete, on a packet
+// sent from this host, is adjusted as a complete one: what Wireshark shows
+// of it is as wrong as before.)
+func appendTranslated(dst, pkt []byte, t *Tuple) []byte {
 	if len(pkt) < 20 || pkt[0]>>4 != 4 || pkt[9] != t.Proto || !t.Src.Is4() || !t.Dst.Is4() {
-		return nil
+		return dst
 	}
 	ihl := int(pkt[0]&0x0f) * 4
 	if ihl < 20 || len(pkt) < ihl {
-		return nil
+		return dst
 	}
-	out := append([]byte(nil), pkt...)
-	src, dst := t.Src.As4(), t.Dst.As4()
+	dst = append(dst, pkt...)
+	out := dst[len(dst)-len(pkt):]
+	src, dstAddr := t.Src.As4(), t.Dst.As4()
 	var addrs checksumDelta
 	addrs.rewrite(out[12:16], src[:])
-	addrs.rewrite(out[16:20], dst[:])
+	addrs.rewrite(out[16:20], dstAddr[:])
 	addrs.adjust(out[10:12])
 	l4 := out[ihl:]
 	if binary.BigEndian.Uint16(out[6:8])&0x1fff != 0 || len(l4) < 4 {
-		return out // a later fragment, or no ports captured
+		return dst // a later fragment, or no ports captured
 	}
+	var sport, dport [2]byte
+	binary.BigEndian.PutUint16(sport[:], t.Sport)
+	binary.BigEndian.PutUint16(dport[:], t.Dport)
 	ports := addrs
-	ports.rewrite(l4[0:2], binary.BigEndian.AppendUint16(nil, t.Sport))
-	ports.rewrite(l4[2:4], binary.BigEndian.AppendUint16(nil, t.Dport))
+	ports.rewrite(l4[0:2], sport[:])
+	ports.rewrite(l4[2:4], dport[:])
 	switch {
 	case t.Proto == ProtoTCP && len(l4) >= 18:
 		ports.adjust(l4[16:18])
@@ -132,7 +144,7 @@ func translatedPacket(pkt []byte, t *Tuple) []byte {
 			binary.BigEndian.PutUint16(l4[6:8], 0xffff)
 		}
 	}
-	return out
+	return dst
 }
 
 // checksumDelta is the one's complement sum of the changes to the 16-bit

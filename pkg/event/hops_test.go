@@ -44,7 +44,7 @@ func TestKernelJourney(t *testing.T) {
 	}
 	got := []Event{e}
 	for i := range KernelHops(b) {
-		DecodeKernelHop(b, i, &e)
+		DecodeKernelHop(b, i, &e, nil)
 		got = append(got, e)
 	}
 	for i := range journey {
@@ -78,7 +78,7 @@ func FuzzKernelHops(f *testing.F) {
 			return
 		}
 		for i := range KernelHops(b) {
-			DecodeKernelHop(b, i, &e)
+			DecodeKernelHop(b, i, &e, nil)
 		}
 	})
 }
@@ -116,19 +116,19 @@ func TestTranslatedPacket(t *testing.T) {
 		post := pre
 		post.Dst, post.Dport = netip.MustParseAddr("10.244.2.10"), 9002
 		post.Src = netip.MustParseAddr("172.20.0.1")
-		got := translatedPacket(serialized(t, pre), &post)
+		got := appendTranslated(nil, serialized(t, pre), &post)
 		if want := serialized(t, post); !reflect.DeepEqual(got, want) {
 			t.Errorf("proto %d: translated\n%x\nwant\n%x", proto, got, want)
 		}
 		// Bytes cut inside the transport header: the addresses still are.
-		if got := translatedPacket(serialized(t, pre)[:22], &post); !reflect.DeepEqual(got[:20], serialized(t, post)[:20]) {
+		if got := appendTranslated([]byte("kept"), serialized(t, pre)[:22], &post)[4:]; !reflect.DeepEqual(got[:20], serialized(t, post)[:20]) {
 			t.Errorf("proto %d, 22 bytes: IP header %x", proto, got[:20])
 		}
 	}
 	tcp := Tuple{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: ProtoTCP}
 	udp := tcp
 	udp.Proto = ProtoUDP
-	if got := translatedPacket(serialized(t, tcp), &udp); got != nil {
+	if got := appendTranslated(nil, serialized(t, tcp), &udp); len(got) != 0 {
 		t.Errorf("bytes of another protocol translated: %x", got)
 	}
 }
@@ -150,7 +150,7 @@ func TestKernelJourneyTranslated(t *testing.T) {
 	b := AppendKernelJourney(nil, journey)
 	var e Event
 	for i, want := range [][]byte{serialized(t, post), nil, serialized(t, post)} {
-		DecodeKernelHop(b, i, &e)
+		DecodeKernelHop(b, i, &e, nil)
 		if !reflect.DeepEqual(e.Packet, want) {
 			t.Errorf("hop %d: packet\n%x\nwant\n%x", i, e.Packet, want)
 		}
