@@ -228,11 +228,26 @@ func startWatch(t *testing.T, args ...string) *watch {
 		if _, err := os.Stat(ready); err == nil {
 			return w
 		}
+		if exited(w.cmd.Process.Pid) {
+			t.Fatalf("nettrace exited before it was ready; stderr:\n%s", w.stderr.String())
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("nettrace not ready after %s; stderr:\n%s", lab.Patience, w.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// exited says whether a child process has exited and waits to be reaped (a
+// zombie), without reaping it: the test's own Wait still collects it.
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command's name, which is in parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 // syncBuffer is an output written by one goroutine and read by another.

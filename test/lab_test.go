@@ -288,11 +288,19 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 			facts = append(facts, `dropped by raw PREROUTING rule 1 (DROP, "rpfilter")`)
 		}
 		xs := r.explained(t, "snat-missing-on-tunnel", facts...)
-		// The stale flannel RETURN for node 2's subnet, before the
-		// MASQUERADE it kept the SYN from.
+		// The stale flannel RETURN for node 2's subnet in flannel's own
+		// chain, reached by POSTROUTING's jump, before the MASQUERADE it
+		// kept the SYN from (not the policy that took the packet after).
 		cidr, node2 := f.ClusterCIDR, lab.NodePodCIDR(f, 2)
 		r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d "+node2+" -m comment --comment \"flanneld masq\" -j RETURN")
 		r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s "+cidr+" -d "+cidr+" -m comment --comment \"flanneld masq\" -j MASQUERADE")
+		namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "web", Address: "cluster IP"})
+		jump := `-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`
+		if i := slices.IndexFunc(xs[0].NetfilterRules, func(n output.JSONNetfilterRule) bool {
+			return n.Role == "decided" && n.Verdict == "RETURN"
+		}); i < 0 || !slices.Equal(xs[0].NetfilterRules[i].Via, []string{jump}) {
+			t.Errorf("the stale RETURN was not named as reached by the jump %q: %+v", jump, xs[0].NetfilterRules)
+		}
 		return
 	}
 	if res[lab.Connected] != 1 {
@@ -343,6 +351,9 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 		fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
 	if len(xs) != res[lab.TimedOut] {
 		t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
+	}
+	for _, x := range xs {
+		namedService(t, x, output.JSONService{Namespace: "default", Name: "echo", Address: "node port"})
 	}
 }
 
@@ -447,6 +458,9 @@ func checkStaleHostPort(t *testing.T, r labRun, healthy bool) {
 	// The stale CNI-DN chain's DNAT, and the live chain's behind it.
 	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+f.HostPort(f.DeadHostPortPod, 443))
 	r.namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+f.HostPort(f.LiveHostPortPod, 443))
+	if xs[0].Service != nil {
+		t.Errorf("a hostPort's DNAT (CNI portmap's) named Service %+v", xs[0].Service)
+	}
 }
 
 func checkHairpin(t *testing.T, r labRun, healthy bool) {
@@ -489,9 +503,21 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 		"received from "+ingress, "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
 	if r.native {
 		r.namedNativeRule(t, xs[0].NetfilterRules, lab.NsNode1, "decided", "dnat to "+ingress)
+		namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress", Address: "external or load balancer IP"})
 		return
 	}
 	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-j DNAT --to-destination "+ingress)
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress", Address: "load balancer IP"})
+}
+
+// namedService requires a finding to name the Service kube-proxy's rules
+// DNATed its request for, as those rules name it (the lab's Services
+// have unnamed ports).
+func namedService(t *testing.T, x output.JSONExplanation, want output.JSONService) {
+	t.Helper()
+	if x.Service == nil || *x.Service != want {
+		t.Errorf("%s names Service %+v, want %+v: %s", x.Rule, x.Service, want, x.Summary)
+	}
 }
 
 // checkConntrackClash: nettrace names a clash exactly when the kernel

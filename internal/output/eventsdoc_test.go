@@ -106,6 +106,7 @@ func TestEventsDocMatchesTheJSONObjects(t *testing.T) {
 		{"## `{\"type\":\"flow\"}`", "packets", reflect.TypeFor[JSONPacket]()},
 		{"## `{\"type\":\"flow\"}`", "packets.steps", reflect.TypeFor[JSONStep]()},
 		{"## `{\"type\":\"explanation\"}`", "evidence", reflect.TypeFor[JSONEvidence]()},
+		{"## `{\"type\":\"explanation\"}`", "service", reflect.TypeFor[JSONService]()},
 	}
 	for _, n := range nested {
 		meaning, ok := tables[n.table][n.row]

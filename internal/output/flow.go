@@ -95,6 +95,24 @@ type JSONExplanation struct {
 	// NetfilterRules are the rules behind the finding, when the
 	// namespace's ruleset is known (explain.NetfilterRule).
 	NetfilterRules []JSONNetfilterRule `json:"netfilter_rules,omitempty"`
+	// Service is the Kubernetes Service the failed request was sent to,
+	// when kube-proxy's rules translated it (explain.Service).
+	Service *JSONService `json:"service,omitempty"`
+}
+
+// JSONService is a Kubernetes Service, as kube-proxy's rules name it.
+type JSONService struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Port      string `json:"port,omitempty"`    // the port's name
+	Address   string `json:"address,omitempty"` // cluster IP, external IP, load balancer IP, node port
+}
+
+func jsonService(s *explain.Service) *JSONService {
+	if s == nil {
+		return nil
+	}
+	return &JSONService{Namespace: s.Namespace, Name: s.Name, Port: s.Port, Address: s.Address}
 }
 
 // JSONNetfilterRule is a netfilter rule a finding names.
@@ -112,6 +130,8 @@ type JSONNetfilterRule struct {
 	Role     string   `json:"role"`
 	Source   string   `json:"source"`
 	Assumed  []string `json:"assumed,omitempty"`
+	// Service is the Kubernetes Service of a decided DNAT of kube-proxy's.
+	Service *JSONService `json:"service,omitempty"`
 }
 
 func (n Names) step(f *flow.Flow, e *event.Event) JSONStep {
@@ -211,6 +231,7 @@ func (n Names) ConvertFinding(f *flow.Flow, fd *explain.Finding) *JSONExplanatio
 		j.Evidence = append(j.Evidence, je)
 	}
 	j.NetfilterRules = n.jsonRules(fd.NetfilterRules)
+	j.Service = jsonService(fd.Service)
 	return j
 }
 
@@ -219,7 +240,7 @@ func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
 	for _, r := range rules {
 		out = append(out, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, Table: r.Table, Chain: r.Chain,
 			Position: r.Position, Text: r.Text, Comment: r.Comment, Via: r.Via, Verdict: r.Verdict, Role: r.Role,
-			Source: r.Source, Assumed: r.Assumed, Handle: r.Handle})
+			Source: r.Source, Assumed: r.Assumed, Handle: r.Handle, Service: jsonService(r.Service)})
 	}
 	return out
 }

@@ -168,8 +168,11 @@ type chainKey struct {
 // packets sends one message per rule each.
 const traceBuffer = 8 << 20
 
-func (t *Tracer) open(target netns.Target) (s *space, err error) {
-	s = &space{target: target, hooks: map[chainKey]string{}, positions: map[chainKey]map[uint64]int{}, current: map[uint32]where{}}
+// open starts tracing in a namespace. A namespace can go between its
+// listing and here (a pod deleted): that is an error to report, and what
+// was opened is closed.
+func (t *Tracer) open(target netns.Target) (_ *space, err error) {
+	s := &space{target: target, hooks: map[chainKey]string{}, positions: map[chainKey]map[uint64]int{}, current: map[uint32]where{}}
 	defer func() {
 		if err != nil {
 			s.close()

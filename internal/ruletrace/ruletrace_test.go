@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -88,6 +89,30 @@ func (c *collector) waitFor(t *testing.T, what string, ok func(ruleset.Trace) bo
 	defer c.mu.Unlock()
 	t.Fatalf("no step %s among %d: %+v (reported: %v)", what, len(c.steps), c.steps, c.reported)
 	return ruleset.Trace{}
+}
+
+// TestNamespaceGoneIsReported: a namespace deleted between its listing
+// and the start of tracing (a pod deleted) is reported; the others are
+// traced.
+func TestNamespaceGoneIsReported(t *testing.T) {
+	target := newNamespace(t)
+	prog, err := filter.Compile("udp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := netns.Target{Name: "gone", Path: filepath.Join(t.TempDir(), "gone"), Inode: target.Inode + 1}
+	var got collector
+	tr, err := Start([]netns.Target{gone, target}, prog, got.add, got.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if len(got.reported) != 1 || !strings.Contains(got.reported[0].Error(), "rules of gone not traced") {
+		t.Errorf("reported %v, want the namespace gone", got.reported)
+	}
+	if tables := inNamespace(t, target.Name, "nft list tables"); !strings.Contains(tables, "table ip "+TableName+"\n") {
+		t.Errorf("the namespace that exists is not traced:\n%s", tables)
+	}
 }
 
 // TestTracesNameRulesAndLeaveNothing traces real packets through real

@@ -42,12 +42,13 @@ func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 	}
 	fd := &Finding{Evidence: []Evidence{evidence(n, d, "%s", natFact(n, d))}, NetfilterRules: natRules(n, p, d)}
 	fd.Evidence = append(fd.Evidence, ruleFacts(n, d, fd.NetfilterRules)...)
+	fd.Service = serviceOf(n, p, d, fd.NetfilterRules)
 	by := ""
 	if c := ruleClause(fd.NetfilterRules); c != "" {
 		by = " (" + c + ")"
 	}
 	summary := fmt.Sprintf("SYN to %s was DNATed to %s in %s %s%s; that address never answered: ",
-		dst(d.NAT.Pre), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by)
+		withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by)
 	if cause != nil {
 		reason := n.ReasonName(cause.Drop.Reason)
 		what := "there is no route to it"

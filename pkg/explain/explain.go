@@ -38,6 +38,9 @@ type Finding struct {
 	// NetfilterRules are the netfilter rules behind the failure, when
 	// the namespace's ruleset is known.
 	NetfilterRules []NetfilterRule
+	// Service is the Kubernetes Service the failed request was sent to,
+	// when kube-proxy's rules translated it.
+	Service *Service
 	// restsOnAbsence: the finding follows from records not seen (no
 	// reply, no conntrack entry crossed, no tunnel device), which a flow
 	// that lost records cannot tell from things that did not happen.

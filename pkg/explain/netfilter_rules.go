@@ -39,6 +39,9 @@ type NetfilterRule struct {
 	// At is the kernel time of the event whose outcome the rule is named
 	// for: the step a timeline shows it on.
 	At uint64
+	// Service is the Kubernetes Service a DNAT rule of kube-proxy's that
+	// decided translates for; nil for any other rule.
+	Service *Service
 }
 
 // Roles of a named rule.
@@ -223,6 +226,7 @@ func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *rules
 		nr.Via = append(nr.Via, j.Text)
 	}
 	if role == RoleDecided {
+		nr.Service = serviceOfNAT(r, a.Via)
 		nr.Handle = a.Handle
 		for _, as := range a.Assumed {
 			how := "matched"
@@ -281,6 +285,9 @@ func ruleClause(rules []NetfilterRule) string {
 	}
 	var b strings.Builder
 	b.WriteString(decided.String())
+	if from := decided.enteredFrom(); from != "" {
+		fmt.Fprintf(&b, ", entered from %s,", from)
+	}
 	if skipped != nil {
 		fmt.Fprintf(&b, " ended the chain before %s", skipped.String())
 	} else {
@@ -290,6 +297,21 @@ func ruleClause(rules []NetfilterRule) string {
 		fmt.Fprintf(&b, "; %s would have chosen %s", other.String(), other.target())
 	}
 	return b.String()
+}
+
+// enteredFrom is the hook's chain whose jump led to a RETURN or ACCEPT
+// that kept a packet from a NAT rule (flannel's FLANNEL-POSTRTG, jumped to
+// from POSTROUTING), "" for a rule of the hook's chain itself, or any
+// other: the user deletes the rule in the chain named, which the hook
+// itself does not show.
+func (r NetfilterRule) enteredFrom() string {
+	if len(r.Via) == 0 || (r.Verdict != "RETURN" && r.Verdict != "ACCEPT") {
+		return ""
+	}
+	if f := strings.Fields(r.Via[0]); len(f) > 1 && f[0] == "-A" {
+		return f[1]
+	}
+	return ""
 }
 
 // target is a NAT rule's --to argument (iptables) or its "dnat to"
@@ -313,6 +335,9 @@ func ruleFacts(n Context, e *event.Event, rules []NetfilterRule) []Evidence {
 			continue
 		}
 		fact := fmt.Sprintf("%s %s %s rule %d %s: %s", n.NetnsName(r.Netns), r.Table, r.Chain, r.Position, roleWords[r.Role], r.Text)
+		if r.enteredFrom() != "" {
+			fact += ", reached by " + strings.Join(r.Via, ", then ")
+		}
 		switch {
 		case r.Source == SourceTraced:
 			fact += fmt.Sprintf(" (traced by the kernel: nftables handle %d)", r.Handle)

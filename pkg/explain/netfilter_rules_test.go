@@ -56,6 +56,14 @@ func TestFindingsNameTheirRule(t *testing.T) {
 			},
 		},
 		{
+			"snat-missing, flannel's own chain: its stale RETURN, entered from POSTROUTING, before its MASQUERADE", snatMissingOnTunnel, fixture.SNATMissing(false), n1("snat-missing-chain-n1"),
+			`not SNATed in POSTROUTING (nat FLANNEL-POSTRTG rule 4 (RETURN, "flanneld masq"), entered from POSTROUTING, ended the chain before nat FLANNEL-POSTRTG rule 7 (MASQUERADE, "flanneld masq"))`,
+			[]string{
+				`decided: -A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment "flanneld masq" -j RETURN`,
+				`skipped: -A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.0.0/16 -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`,
+			},
+		},
+		{
 			"stale hostPort: the stale chain's DNAT, and the live one it shadows", dnatToDeadEndpoint, fixture.StaleHostPort(false), n1("stale-hostport-n1"),
 			`DNATed to 10.244.1.36:443 in n1 PREROUTING (nat CNI-DN-093e6edd5ba1d6052a1ee rule 3 (DNAT, "dnat name: \"cbr0\" id: \"fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138\"") decided; nat CNI-DN-deb6904d86bc61d55c4e6 rule 3 (DNAT, "dnat name: \"cbr0\" id: \"2e5c1a4f0b9d7c3e8a6f4d2b1c0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e\"") would have chosen 10.244.1.34:443)`,
 			[]string{

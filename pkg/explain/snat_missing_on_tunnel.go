@@ -70,7 +70,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 	ns := n.NetnsName(d.Netns)
 	fd := &Finding{Evidence: []Evidence{
 		evidence(n, d, "%s", natFact(n, d)),
-	}, restsOnAbsence: restsOnAbsence}
+	}, restsOnAbsence: restsOnAbsence, Service: serviceOf(n, p, d, nil)}
 	notSNATed := "not SNATed in POSTROUTING"
 	if post := natAt(p, d.Netns, event.HookPostrouting); post != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, post, "%s", natFact(n, post)))
@@ -87,7 +87,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 		via = tunnelDev
 	}
 	summary := fmt.Sprintf("SYN %s -> %s was DNATed to %s in %s %s, routed out of %s (VNI %d, remote VTEP %s) and %s: it left with source %s, which the remote side does not route back through the tunnel; ",
-		src(d.NAT.Pre), dst(d.NAT.Pre), dst(d.Tuple), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, notSNATed, d.NAT.Pre.Src)
+		src(d.NAT.Pre), withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, notSNATed, d.NAT.Pre.Src)
 	switch {
 	case replyDrop != nil:
 		reason := n.ReasonName(replyDrop.Drop.Reason)

@@ -1,7 +1,9 @@
 package ruleset
 
 import (
+	"math/bits"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -51,6 +53,16 @@ type Attribution struct {
 	// Mark is what is known of the packet's mark as the hook decided: the
 	// packet carries it to the next hook.
 	Mark Mark
+	// returns are the RETURNs the packet took out of chains jumped to, in
+	// order, on its way to Rule (or the policy).
+	returns []returned
+}
+
+// returned is a RETURN a packet took out of a chain jumped to, and the
+// jumps that led there, outermost first.
+type returned struct {
+	rule *Rule
+	via  []*Rule
 }
 
 // Assumption is a rule taken as matching (or not) on the outcome's word.
@@ -80,13 +92,27 @@ func (rs *Ruleset) NAT(hook string, pre, post Packet) *Attribution {
 	return first
 }
 
-// natIn attributes what one nat table did (NAT).
+// natIn attributes what one nat table did (NAT). When the packet was not
+// translated, the rule named is the one that kept it from a NAT rule, and
+// Skipped that NAT rule: the RETURN or ACCEPT that ended the hook's chain,
+// or, where the chain's policy decided, the last RETURN out of a chain
+// jumped to that did (a masquerade chain of its own, as flannel's
+// FLANNEL-POSTRTG, returns before its MASQUERADE and the hook's chain then
+// runs out).
 func (rs *Ruleset) natIn(table, hook string, pre, post Packet) *Attribution {
 	a := rs.attribute(table, hook, pre, func(v verdict) bool { return v.yields(pre, post) })
-	if a != nil && a.Rule != nil && !isNAT(a.Rule.Target) {
-		// Not translated: which NAT rule did the decision keep it from?
-		if s := rs.attribute(table, hook, pre, func(v verdict) bool { return isNAT(v.target()) }, a.Rule); s != nil {
-			a.Skipped = s.Rule
+	if a == nil || (a.Rule != nil && isNAT(a.Rule.Target)) {
+		return a
+	}
+	candidates := []returned{{a.Rule, a.Via}}
+	if a.Rule == nil {
+		candidates = slices.Clone(a.returns)
+		slices.Reverse(candidates)
+	}
+	for _, c := range candidates {
+		if s := rs.attribute(table, hook, pre, func(v verdict) bool { return isNAT(v.target()) }, c.rule); s != nil {
+			a.Rule, a.Via, a.Skipped = c.rule, c.via, s.Rule
+			break
 		}
 	}
 	return a
@@ -143,7 +169,7 @@ func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bo
 	if !ok {
 		return nil
 	}
-	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via, Mark: w.mark}
+	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via, Mark: w.mark, returns: w.returns}
 	for _, as := range w.assumed {
 		if !as.Matched || decisive(as.Rule, v) {
 			a.Assumed = append(a.Assumed, as)
@@ -283,7 +309,8 @@ type walker struct {
 	want    func(verdict) bool
 	never   []*Rule // taken as not matching (to find what a rule kept the packet from)
 	assumed []Assumption
-	mark    Mark // as the path being tried left it
+	mark    Mark       // as the path being tried left it
+	returns []returned // the RETURNs out of jumped chains the path being tried took
 	budget  int
 }
 
@@ -327,23 +354,58 @@ func (w *walker) run(stack []frame) (verdict, bool) {
 	}
 	r := top.chain.Rules[i]
 	after := append(append([]frame(nil), stack[:len(stack)-1]...), frame{top.chain, i + 1, top.via})
-	assumed, mark := len(w.assumed), w.mark
+	assumed, mark, returns := len(w.assumed), w.mark, len(w.returns)
 	if s == unsure {
 		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: true})
+		w.learn(r, true)
 	}
 	if v, ok := w.take(r, after); ok {
 		return v, true
 	}
-	w.assumed, w.mark = w.assumed[:assumed], mark
+	w.assumed, w.mark, w.returns = w.assumed[:assumed], mark, w.returns[:returns]
 	if s == yes {
 		return verdict{}, false
 	}
 	w.assumed = append(w.assumed, Assumption{Rule: r, Matched: false})
+	w.learn(r, false)
 	v, ok := w.run(after)
 	if !ok {
-		w.assumed = w.assumed[:assumed]
+		w.assumed, w.mark = w.assumed[:assumed], mark
 	}
 	return v, ok
+}
+
+// learn keeps what taking rule r as matching (or not) says of the packet's
+// mark, so that the path cannot take the contrary at a later rule:
+// kube-proxy's KUBE-POSTROUTING returns a packet without its mark, and
+// flannel's FLANNEL-POSTRTG, next, returns one with it. A rule taken as not
+// matching says something only when its mark match is all it was unsure
+// of, and fixes the bits only for a single-bit mask.
+func (w *walker) learn(r *Rule, matched bool) {
+	var marks []match
+	doubts := 0
+	for _, m := range r.matches {
+		if w.match(m) != unsure {
+			continue
+		}
+		doubts++
+		if m.kind == matchMark {
+			marks = append(marks, m)
+		}
+	}
+	if !matched && doubts != 1 {
+		return
+	}
+	for _, m := range marks {
+		value := m.value
+		if matched == m.negate { // the masked bits differ from m.value
+			if bits.OnesCount32(m.mask) != 1 {
+				continue
+			}
+			value ^= m.mask
+		}
+		w.mark = Mark{Value: w.mark.Value&^m.mask | value, Known: w.mark.Known | m.mask}
+	}
 }
 
 // take applies a matching rule's target; after is the evaluation state
@@ -357,6 +419,9 @@ func (w *walker) take(r *Rule, after []frame) (verdict, bool) {
 	case isNAT(r.Target):
 		return w.decide(verdict{kind: verdictNAT, rule: r}, after)
 	case r.Target == "RETURN":
+		if len(after) > 1 {
+			w.returns = append(w.returns, returned{rule: r, via: jumps(after)})
+		}
 		return w.leave(after, r)
 	case w.table.Chains[r.Target] != nil:
 		callee := frame{chain: w.table.Chains[r.Target], via: r}
@@ -390,12 +455,19 @@ func (w *walker) decide(v verdict, stack []frame) (verdict, bool) {
 	if !w.want(v) {
 		return verdict{}, false
 	}
+	v.via = jumps(stack)
+	return v, true
+}
+
+// jumps are the rules that entered the stack's chains, outermost first.
+func jumps(stack []frame) []*Rule {
+	var via []*Rule
 	for _, f := range stack {
 		if f.via != nil {
-			v.via = append(v.via, f.via)
+			via = append(via, f.via)
 		}
 	}
-	return v, true
+	return via
 }
 
 // settle evaluates a rule's matches against the packet.

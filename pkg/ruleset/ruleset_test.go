@@ -9,7 +9,10 @@ import (
 )
 
 // The rulesets under testdata are iptables-save output of the lab's nodes
-// (test/lab), taken with iptables-nft.
+// (test/lab), taken with iptables-nft. snat-missing-n1 is incident 1's node
+// as the lab wrote flannel before v0.20 (its rules in POSTROUTING itself, as
+// in the incident's write-up); snat-missing-chain-n1 as it writes flannel
+// now, in its own chain FLANNEL-POSTRTG.
 func load(t *testing.T, name string, edit ...string) *Ruleset {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name + ".rules")
@@ -75,6 +78,8 @@ func attributedTo(t *testing.T, a *Attribution, want string) bool {
 
 const staleReturn = "-A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN\n"
 
+const staleChainReturn = "-A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN\n"
+
 func TestNAT(t *testing.T) {
 	for _, tc := range []struct {
 		name, rules string
@@ -96,6 +101,24 @@ func TestNAT(t *testing.T) {
 			hook: "POSTROUTING",
 			pre:  pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("10.244.1.0:40000", "10.244.2.10:8080", "", "flannel.1"),
 			rule: "POSTROUTING 05", assumed: 1,
+		},
+		{
+			name: "snat-missing, flannel's own chain: its stale RETURN, reached by POSTROUTING's jump, before its MASQUERADE", rules: "snat-missing-chain-n1",
+			hook: "POSTROUTING",
+			pre:  pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"),
+			rule: "FLANNEL-POSTRTG 04", via: "POSTROUTING 02", skipped: "FLANNEL-POSTRTG 07", assumed: 1,
+		},
+		{
+			name: "snat-missing healthy, flannel's own chain: its MASQUERADE", rules: "snat-missing-chain-n1", edit: []string{staleChainReturn, ""},
+			hook: "POSTROUTING",
+			pre:  pkt("172.20.0.1:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("10.244.1.0:40000", "10.244.2.10:8080", "", "flannel.1"),
+			rule: "FLANNEL-POSTRTG 06", via: "POSTROUTING 02", assumed: 1,
+		},
+		{
+			name: "pod to pod, flannel's own chain: its RETURN for the node's pods", rules: "snat-missing-chain-n1",
+			hook: "POSTROUTING",
+			pre:  pkt("10.244.1.10:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("10.244.1.10:40000", "10.244.2.10:8080", "", "flannel.1"),
+			rule: "FLANNEL-POSTRTG 02", via: "POSTROUTING 02", skipped: "FLANNEL-POSTRTG 06", assumed: 1,
 		},
 		{
 			name: "the Service DNAT, through KUBE-SERVICES and KUBE-SVC", rules: "snat-missing-n1",

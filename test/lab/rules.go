@@ -64,18 +64,26 @@ func kubeProxyNodePorts(t *natTable) {
 	t.add(`-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`)
 }
 
-// flannel writes these POSTROUTING rules for its node's pod subnet;
-// staleRETURN is the rule a flanneld killed without cleanup left behind for
-// another node's subnet, before the MASQUERADE that SNATs node traffic to pods.
+// flannel (v0.20 and later) writes its masquerade rules for its node's pod
+// subnet in a chain of its own, FLANNEL-POSTRTG, jumped to from
+// POSTROUTING; staleRETURN is the rule a flanneld killed without cleanup
+// left behind for another node's subnet, before the MASQUERADE that SNATs
+// node traffic to pods. The rules and their order are flannel's
+// (pkg/trafficmngr/iptables, masqRules); the mark is kube-proxy's, whose
+// own chain masquerades what it marked.
 func flannel(t *natTable, podCIDR, staleRETURN string) {
-	cidr := t.f.ClusterCIDR
-	t.add(`-A POSTROUTING -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, cidr, cidr)
-	t.add(`-A POSTROUTING -s %s ! -d %s -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, cidr, t.f.Multicast)
+	cidr, masq := t.f.ClusterCIDR, `-m comment --comment "flanneld masq"`
+	t.chain("FLANNEL-POSTRTG")
+	t.add(`-A POSTROUTING %s -j FLANNEL-POSTRTG`, masq)
+	t.add(`-A FLANNEL-POSTRTG -m mark --mark 0x4000/0x4000 %s -j RETURN`, masq)
+	t.add(`-A FLANNEL-POSTRTG -s %s -d %s %s -j RETURN`, podCIDR, cidr, masq)
+	t.add(`-A FLANNEL-POSTRTG -s %s -d %s %s -j RETURN`, cidr, podCIDR, masq)
 	if staleRETURN != "" {
-		t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, cidr, staleRETURN)
+		t.add(`-A FLANNEL-POSTRTG ! -s %s -d %s %s -j RETURN`, cidr, staleRETURN, masq)
 	}
-	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, cidr, podCIDR)
-	t.add(`-A POSTROUTING ! -s %s -d %s -m comment --comment "flanneld masq" -j MASQUERADE --random-fully`, cidr, cidr)
+	t.add(`-A FLANNEL-POSTRTG ! -s %s -d %s %s -j RETURN`, cidr, podCIDR, masq)
+	t.add(`-A FLANNEL-POSTRTG -s %s ! -d %s %s -j MASQUERADE --random-fully`, cidr, t.f.Multicast, masq)
+	t.add(`-A FLANNEL-POSTRTG ! -s %s -d %s %s -j MASQUERADE --random-fully`, cidr, cidr, masq)
 }
 
 type endpoint struct{ ip, port string }

@@ -1,0 +1,139 @@
+package explain
+
+import (
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+)
+
+// Service is the Kubernetes Service a rule of kube-proxy's translates
+// for, as kube-proxy itself names it in what it writes: in iptables mode
+// the comment of each rule ("shop/checkout:https cluster IP" on the jump
+// from KUBE-SERVICES, "shop/checkout:https" on the endpoint's DNAT), in
+// nftables mode the names of its chains
+// (service-HASH-shop/checkout/tcp/https, endpoint-HASH-...). Users think
+// in Services; an address alone makes them look the name up.
+type Service struct {
+	Namespace, Name string
+	// Port is the name of the Service's port; "" for an unnamed one.
+	Port string
+	// Address says how the packet addressed the Service: "cluster IP",
+	// "external IP", "load balancer IP" or "node port"; "" when the rules
+	// do not say.
+	Address string
+}
+
+// String names the Service as kubectl does, with the port's name and the
+// kind of address: "Service shop/checkout:https, cluster IP".
+func (s Service) String() string {
+	out := "Service " + s.Namespace + "/" + s.Name
+	if s.Port != "" {
+		out += ":" + s.Port
+	}
+	if s.Address != "" {
+		out += ", " + s.Address
+	}
+	return out
+}
+
+// servicePortName matches kube-proxy's name of a Service port:
+// namespace/name, and :port when the port is named (DNS labels).
+var servicePortName = regexp.MustCompile(`^([a-z0-9][-a-z0-9]*)/([a-z0-9][-a-z0-9.]*)(?::([-a-z0-9]+))?$`)
+
+// addressKinds are the suffixes of kube-proxy's comments on the jumps out
+// of KUBE-SERVICES, and what they say of the destination address.
+var addressKinds = []struct{ suffix, kind string }{
+	{" cluster IP", "cluster IP"},
+	{" external IP", "external IP"},
+	{" loadbalancer IP", "load balancer IP"},
+}
+
+// serviceOfNAT is the Service a DNAT rule of kube-proxy's translates for,
+// from the rule and the jumps that led to it; nil for any other rule.
+func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *Service {
+	if r == nil || (r.Target != "DNAT" && !strings.Contains(r.Text, "dnat to ")) {
+		return nil
+	}
+	s := serviceOfComment(r.Comment)
+	if s == nil {
+		s = serviceOfChain(r.Chain)
+	}
+	if s == nil {
+		return nil
+	}
+	for _, j := range via {
+		switch {
+		case j.Chain == "KUBE-NODEPORTS" || strings.HasPrefix(j.Chain, "nodeport"):
+			s.Address = "node port"
+		case strings.HasPrefix(j.Target, "external-") || strings.HasPrefix(j.Chain, "external-"):
+			s.Address = "external or load balancer IP"
+		}
+		for _, k := range addressKinds {
+			if strings.HasSuffix(j.Comment, k.suffix) {
+				s.Address = k.kind
+			}
+		}
+	}
+	return s
+}
+
+// serviceOfComment reads kube-proxy's iptables comment on an endpoint's
+// DNAT: the Service's port name alone.
+func serviceOfComment(comment string) *Service {
+	m := servicePortName.FindStringSubmatch(comment)
+	if m == nil {
+		return nil
+	}
+	return &Service{Namespace: m[1], Name: m[2], Port: m[3]}
+}
+
+// serviceOfChain reads the name of one of kube-proxy's nftables chains for
+// a Service: KIND-HASH-namespace/name/protocol/port, an endpoint's with
+// __address/port after it.
+func serviceOfChain(chain string) *Service {
+	kind, rest, ok := strings.Cut(chain, "-")
+	if !ok || (kind != "service" && kind != "endpoint" && kind != "external") {
+		return nil
+	}
+	_, id, ok := strings.Cut(rest, "-")
+	if !ok {
+		return nil
+	}
+	id, _, _ = strings.Cut(id, "__")
+	f := strings.Split(id, "/")
+	if len(f) != 4 || !servicePortName.MatchString(f[0]+"/"+f[1]) {
+		return nil
+	}
+	port := f[3]
+	if port != "" && port[0] >= '0' && port[0] <= '9' {
+		port = "" // an unnamed port: its number, which the address already shows
+	}
+	return &Service{Namespace: f[0], Name: f[1], Port: port}
+}
+
+// serviceOf is the Service whose rule DNATed event d of packet p, among
+// rules when the finding names them already, else as the namespace's
+// ruleset says; nil when no rule of kube-proxy's did.
+func serviceOf(n Context, p *flow.Packet, d *event.Event, rules []NetfilterRule) *Service {
+	if rules == nil {
+		rules = natRules(n, p, d)
+	}
+	for _, r := range rules {
+		if r.Role == RoleDecided && r.Service != nil {
+			return r.Service
+		}
+	}
+	return nil
+}
+
+// withService is an address, and the Service it stands for when known.
+func withService(addr netip.AddrPort, s *Service) string {
+	if s == nil {
+		return addr.String()
+	}
+	return addr.String() + " (" + s.String() + ")"
+}
