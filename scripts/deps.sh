@@ -21,6 +21,9 @@ have qemu-system-x86_64 || need+=(qemu-system-x86)
 [ -x /bin/busybox ] || need+=(busybox-static)
 have cpio || need+=(cpio)
 have depmod || need+=(kmod)
+# The reference CNI plugins (bridge, host-local, portmap), which the tests
+# call through libcni as a container runtime does.
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 if [ "${1:-}" = bench ]; then
 	have iperf3 || need+=(iperf3)
 	have tcpdump || need+=(tcpdump)

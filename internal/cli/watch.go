@@ -14,6 +14,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/internal/probe"
 	"github.com/nettrace-dev/nettrace/internal/ruletrace"
@@ -72,6 +73,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.DurationVar(&f.flight.After, "flight-after", 5*time.Second, "flight recorder: events kept after a finding's flow")
 	fl.IntVar(&f.flight.Keep, "keep", 20, "flight recorder: keep only the newest this many files (0: all)")
 	fl.BoolVar(&f.all, "all-packets", false, "report every data and ACK segment of established TCP connections (by default: only their drops)")
+	fl.StringVar(&netns.CNICacheDir, "cni-cache", netns.CNICacheDir, "where libcni keeps each sandbox's network (containerd, CRI-O, podman): namespaces of Kubernetes pods are named after their pod from it (pod:NAMESPACE/NAME)")
 	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")
 }
 

@@ -210,17 +210,18 @@ type Namer struct {
 	names map[uint32]string
 }
 
-// NewNamer starts with the given targets' names.
+// NewNamer starts with the given targets' names, a pod's name (Pods)
+// before its runtime's name for its namespace.
 func NewNamer(targets []Target) *Namer {
 	n := &Namer{names: map[uint32]string{}}
-	for _, t := range targets {
-		n.names[t.Inode] = t.Name
-	}
+	n.learn(Pods())
+	n.learn(targets)
 	return n
 }
 
 // Name returns a namespace's name. An unknown namespace (one made since
-// the run began) is looked for under the named-namespace directories, then
+// the run began) is looked for among the pods (Pods), under the
+// named-namespace directories, then
 // among the processes' namespaces (a container's or a CNI's cni-<uuid>,
 // which has no useful name, is named by the process in it, "nginx[4121]"),
 // and is its inode only when neither has it: it has no process left.
@@ -234,6 +235,7 @@ func (n *Namer) Name(ino uint32) string {
 	if s, ok := n.names[ino]; ok {
 		return s
 	}
+	n.learn(Pods())
 	n.learn(Named())
 	if _, ok := n.names[ino]; !ok {
 		n.learn(processes(func(ino uint32) bool { _, known := n.names[ino]; return !known }))

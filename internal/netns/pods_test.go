@@ -1,0 +1,53 @@
+package netns
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestPods: libcni's cache names a pod's namespace (found by its inode)
+// from the CNI_ARGS the kubelet passed; entries of other runtimes' users
+// (no pod arguments), of namespaces gone, of another kind or unreadable
+// are left out.
+func TestPods(t *testing.T) {
+	dir := t.TempDir()
+	was := CNICacheDir
+	CNICacheDir = filepath.Join(dir, "results")
+	t.Cleanup(func() { CNICacheDir = was })
+	if err := os.Mkdir(CNICacheDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Any file stands for a namespace: it is found by its inode.
+	ns := filepath.Join(dir, "cni-1234")
+	if err := os.WriteFile(ns, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(file, kind, netns, args string) {
+		body := fmt.Sprintf(`{"kind": %q, "containerId": "abc", "ifName": "eth0", "networkName": "cbr0", "netns": %q, "cniArgs": %s}`, kind, netns, args)
+		if err := os.WriteFile(filepath.Join(CNICacheDir, file), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry("cbr0-abc-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "checkout-7d9f"]]`)
+	entry("podman-def-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"]]`)
+	entry("cbr0-gone-eth0", "cniCacheV1", filepath.Join(dir, "gone"), `[["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "gone"]]`)
+	entry("other-kind", "cniCacheV2", ns, `[["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "v2"]]`)
+	if err := os.WriteFile(filepath.Join(CNICacheDir, "broken"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ino, err := inode(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Pods()
+	if len(got) != 1 || got[0].Name != "pod:shop/checkout-7d9f" || got[0].Inode != ino || got[0].Path != ns {
+		t.Fatalf("pods %+v, want pod:shop/checkout-7d9f at inode %d", got, ino)
+	}
+	// The pod's name wins over the runtime's name for its namespace.
+	n := NewNamer([]Target{{Name: "cni-1234", Path: ns, Inode: ino}})
+	if name := n.Name(ino); name != "pod:shop/checkout-7d9f" {
+		t.Errorf("named %q", name)
+	}
+}
