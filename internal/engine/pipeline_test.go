@@ -40,7 +40,8 @@ func incidentStream(conns int) []event.Event {
 // explaining and showing each in place would write them. Run with -race,
 // it also checks the hand-over between the goroutines.
 func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
-	events := incidentStream(200)
+	// 400 rounds 50 ms apart: 20 s, most of it past the flows' idle time.
+	events := incidentStream(400)
 	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	const tickEvery = 64
 
@@ -256,7 +257,8 @@ func TestJSONTimelines(t *testing.T) {
 	}
 }
 
-// TestLossesMarkTheFlowsTheyTouch: the incidents five seconds apart, with
+// TestLossesMarkTheFlowsTheyTouch: the incidents ten seconds apart (more
+// than a flow lasts and waits idle), with
 // records lost while the third set is open. Its flows wait until the
 // losses are counted, say they are incomplete, and keep only the findings
 // their events show (the hairpin's rests on a conntrack crossing not
@@ -272,12 +274,12 @@ func TestLossesMarkTheFlowsTheyTouch(t *testing.T) {
 	for c := range 5 {
 		for _, seq := range seqs {
 			for _, e := range seq {
-				fixture.Repeat(&e, c, 5*second)
+				fixture.Repeat(&e, c, 10*second)
 				events = append(events, e)
 			}
 		}
 	}
-	lossAt := events[0].Time + 10*second // while the third set is open
+	lossAt := events[0].Time + 21*second // while the third set is open
 	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
 	for _, format := range []string{"json", "text"} {
 		var out bytes.Buffer

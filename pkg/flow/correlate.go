@@ -26,8 +26,14 @@ type Config struct {
 	Deferred bool
 }
 
-// DefaultConfig is what watch and replay use unless told otherwise.
-var DefaultConfig = Config{Idle: 3 * time.Second, MaxFlows: 100000, MaxPackets: 256}
+// DefaultConfig is what watch and replay use unless told otherwise. A flow
+// waits 5 s for its next event: longer than the kernel holds a packet for
+// a neighbour that never answers (3 probes a second apart by default)
+// before it frees it with NEIGH_FAILED, so that the drop that explains a
+// connection to a dead address joins its flow. A process's connect sends
+// its SYN once while the first still waits in the neighbour's queue: the
+// drop is the flow's next event, 3 s after the SYN.
+var DefaultConfig = Config{Idle: 5 * time.Second, MaxFlows: 100000, MaxPackets: 256}
 
 // Stats counts what the correlator did.
 type Stats struct {
