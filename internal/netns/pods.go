@@ -17,10 +17,9 @@ var CNICacheDir = "/var/lib/cni/results"
 // cniCacheEntry is the part of libcni's cache file (its cachedInfo) that
 // names a pod.
 type cniCacheEntry struct {
-	Kind        string      `json:"kind"`
-	ContainerID string      `json:"containerId"`
-	NetNS       string      `json:"netns"`
-	CNIArgs     [][2]string `json:"cniArgs"`
+	Kind    string      `json:"kind"`
+	NetNS   string      `json:"netns"`
+	CNIArgs [][2]string `json:"cniArgs"`
 }
 
 // Pods lists the namespaces of the Kubernetes pods set up through libcni
