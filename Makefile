@@ -7,7 +7,7 @@ LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
 BPF_GEN := internal/probe/nat_bpfel.go
 
-.PHONY: all deps generate build test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
+.PHONY: all deps generate build flanneld test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
 
 # Kernels the VM stage boots, all at once (scripts/vmtest/matrix.sh):
 # KERNEL[:SUITES], KERNEL a Debian series (the newest package of it), a
@@ -34,6 +34,11 @@ build: generate
 	go build -o $(BIN) ./cmd/nettrace
 	go build -o $(LAB) ./test/lab/ntlab
 
+# flanneld from flannel's own module, for the test that runs incident 1 on
+# flannel itself (scripts/flanneld.sh says what it changes).
+flanneld: deps
+	scripts/flanneld.sh bin/flanneld
+
 # Regenerate vmlinux.h from the running kernel's BTF. CO-RE relocates the
 # programs on other kernels, so this is needed only for new kernel types.
 vmlinux:
@@ -51,7 +56,7 @@ unit-test: generate
 # A failure ends with what each failed test said (scripts/failed), which
 # the -v log's thousands of lines bury.
 INTEGRATION_TIMEOUT ?= 40m
-integration-test: generate
+integration-test: generate flanneld
 	@mkdir -p .cache
 	set -o pipefail; go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./test/... 2>&1 | tee .cache/integration.log || \
 		{ go tool test2json < .cache/integration.log | go run ./scripts/failed; exit 1; }
@@ -61,7 +66,7 @@ fuzz: generate
 
 # Boots the kernels under qemu and runs the integration tests there, where
 # kprobes and fentry are allowed (scripts/vmtest/run.sh).
-vmtest: deps
+vmtest: deps flanneld
 	scripts/vmtest/matrix.sh $(VM_KERNELS)
 
 vmtest-nightly: deps

@@ -24,6 +24,10 @@ have depmod || need+=(kmod)
 # The reference CNI plugins (bridge, host-local, portmap), which the tests
 # call through libcni as a container runtime does.
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+# flannel's store, for the test that runs flanneld itself. The package's
+# service is not started here (no init system runs it).
+have etcd || need+=(etcd-server)
+have etcdctl || need+=(etcd-client)
 if [ "${1:-}" = bench ]; then
 	have iperf3 || need+=(iperf3)
 	have tcpdump || need+=(tcpdump)

@@ -50,6 +50,20 @@ type hostPort struct {
 
 func newCNINetwork(t *testing.T) *cniNetwork {
 	t.Helper()
+	// The node's namespace is made first so that it goes last: with it go
+	// the bridge and portmap's rules, whatever a test left.
+	node := newNetns(t, "node")
+	return cniNetworkOn(t, node, func(ipamDir string) string {
+		return fmt.Sprintf(`{"type": "bridge", "bridge": "ntcni0", "isGateway": true,
+			"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.7.0/24"}]], "dataDir": %q}}`, ipamDir)
+	})
+}
+
+// cniNetworkOn is the pod network of node whose first plugin is the bridge
+// plugin configured by bridge (given the directory for host-local's
+// leases), followed by portmap.
+func cniNetworkOn(t *testing.T, node string, bridge func(ipamDir string) string) *cniNetwork {
+	t.Helper()
 	for _, plugin := range []string{"bridge", "host-local", "portmap"} {
 		if _, err := os.Stat(filepath.Join(cniPluginDir, plugin)); err != nil {
 			t.Fatalf("needs the CNI plugin %s (Debian package containernetworking-plugins: make deps installs it): %v", plugin, err)
@@ -57,15 +71,11 @@ func newCNINetwork(t *testing.T) *cniNetwork {
 	}
 	dir := t.TempDir()
 	conf, err := libcni.ConfListFromBytes(fmt.Appendf(nil, `{"cniVersion": "1.0.0", "name": "nettrace-test", "plugins": [
-		{"type": "bridge", "bridge": "ntcni0", "isGateway": true,
-		 "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.7.0/24"}]], "dataDir": %q}},
-		{"type": "portmap", "capabilities": {"portMappings": true}}]}`, filepath.Join(dir, "ipam")))
+		%s, {"type": "portmap", "capabilities": {"portMappings": true}}]}`, bridge(filepath.Join(dir, "ipam"))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The node's namespace goes last: with it go the bridge and portmap's
-	// rules, whatever a test left.
-	n := &cniNetwork{node: newNetns(t, "node"), cacheDir: filepath.Join(dir, "cache"), conf: conf}
+	n := &cniNetwork{node: node, cacheDir: filepath.Join(dir, "cache"), conf: conf}
 	n.cni = libcni.NewCNIConfigWithCacheDir([]string{cniPluginDir}, n.cacheDir, nil)
 	return n
 }

@@ -56,6 +56,9 @@ type Attribution struct {
 	// returns are the RETURNs the packet took out of chains jumped to, in
 	// order, on its way to Rule (or the policy).
 	returns []returned
+	// path is every assumption the walk made, decisive or not: another
+	// walk along the same path takes them as given.
+	path []Assumption
 }
 
 // returned is a RETURN a packet took out of a chain jumped to, and the
@@ -110,7 +113,10 @@ func (rs *Ruleset) natIn(table, hook string, pre, post Packet) *Attribution {
 		slices.Reverse(candidates)
 	}
 	for _, c := range candidates {
-		if s := rs.attribute(table, hook, pre, func(v verdict) bool { return isNAT(v.target()) }, c.rule); s != nil {
+		// The same path up to the rule, which then does not match.
+		given := slices.DeleteFunc(slices.Clone(a.path), func(as Assumption) bool { return as.Rule == c.rule })
+		given = append(given, Assumption{Rule: c.rule})
+		if s := rs.attribute(table, hook, pre, func(v verdict) bool { return isNAT(v.target()) }, given...); s != nil {
 			a.Rule, a.Via, a.Skipped = c.rule, c.via, s.Rule
 			break
 		}
@@ -133,7 +139,7 @@ func (rs *Ruleset) Other(a *Attribution, pre Packet) *Attribution {
 	}
 	return rs.attribute(a.Table, a.Hook, pre, func(v verdict) bool {
 		return v.kind == verdictNAT && v.rule.Target == a.Rule.Target && v.rule.ToDestination+v.rule.ToSource != a.Rule.ToDestination+a.Rule.ToSource
-	}, skip, a.Rule)
+	}, Assumption{Rule: skip}, Assumption{Rule: a.Rule})
 }
 
 // Drop attributes a drop at a hook to the rule that dropped the packet:
@@ -151,7 +157,10 @@ func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
 	return best
 }
 
-func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, never ...*Rule) *Attribution {
+// attribute finds the path through a table's chains from a hook that ends
+// in a verdict want accepts; given are rules whose matching is decided
+// beforehand.
+func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, given ...Assumption) *Attribution {
 	t := rs.Tables[table]
 	// iptables' rules never see an IPv6 packet, nor ip6tables' an IPv4 one.
 	if t == nil || p.Src.Is6() != rs.ipv6 || p.Dst.Is6() != rs.ipv6 {
@@ -164,12 +173,12 @@ func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bo
 	if start == nil {
 		return nil
 	}
-	w := &walker{table: t, p: p, mark: p.Mark, want: want, never: never, budget: maxSteps}
+	w := &walker{table: t, p: p, mark: p.Mark, want: want, given: given, budget: maxSteps}
 	v, ok := w.run([]frame{{chain: start}})
 	if !ok {
 		return nil
 	}
-	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via, Mark: w.mark, returns: w.returns}
+	a := &Attribution{Table: table, Hook: hook, Rule: v.rule, Via: v.via, Mark: w.mark, returns: w.returns, path: w.assumed}
 	for _, as := range w.assumed {
 		if !as.Matched || decisive(as.Rule, v) {
 			a.Assumed = append(a.Assumed, as)
@@ -307,7 +316,7 @@ type walker struct {
 	table   *Table
 	p       Packet
 	want    func(verdict) bool
-	never   []*Rule // taken as not matching (to find what a rule kept the packet from)
+	given   []Assumption // decided beforehand (to find what a rule kept the packet from)
 	assumed []Assumption
 	mark    Mark       // as the path being tried left it
 	returns []returned // the RETURNs out of jumped chains the path being tried took
@@ -354,23 +363,68 @@ func (w *walker) run(stack []frame) (verdict, bool) {
 	}
 	r := top.chain.Rules[i]
 	after := append(append([]frame(nil), stack[:len(stack)-1]...), frame{top.chain, i + 1, top.via})
+	for _, matched := range w.branches(r, s) {
+		if v, ok := w.branch(r, s, matched, after); ok {
+			return v, true
+		}
+	}
+	return verdict{}, false
+}
+
+// branches are the ways a rule settled as s is tried, in order: a settled
+// rule as it settled; an unsure one matching first, unless all it is
+// unsure of is the mark and a mark no rule set (the bits the kernel
+// starts a packet with) would not match it: a packet carries a mark when
+// something marked it. With flannel's FLANNEL-POSTRTG and nothing that
+// marked the packet, its mark RETURN taken as matching would explain a
+// missing SNAT as well as the stale RETURN further down.
+func (w *walker) branches(r *Rule, s settled) []bool {
+	switch {
+	case s == yes:
+		return []bool{true}
+	case s == no:
+		return []bool{false}
+	case w.unmarkedMatches(r) == no:
+		return []bool{false, true}
+	}
+	return []bool{true, false}
+}
+
+// unmarkedMatches settles a rule whose only unsure matches are of the
+// mark as if the unknown bits were clear; unsure for any other rule.
+func (w *walker) unmarkedMatches(r *Rule) settled {
+	out := yes
+	for _, m := range r.matches {
+		if w.match(m) != unsure {
+			continue
+		}
+		if m.kind != matchMark {
+			return unsure
+		}
+		if (w.mark.Value&w.mark.Known&m.mask == m.value) == m.negate {
+			out = no
+		}
+	}
+	return out
+}
+
+// branch goes on past rule r, taken as matching or not; what the path
+// assumed is undone when it yields nothing.
+func (w *walker) branch(r *Rule, s settled, matched bool, after []frame) (verdict, bool) {
 	assumed, mark, returns := len(w.assumed), w.mark, len(w.returns)
 	if s == unsure {
-		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: true})
-		w.learn(r, true)
+		w.assumed = append(w.assumed, Assumption{Rule: r, Matched: matched})
+		w.learn(r, matched)
 	}
-	if v, ok := w.take(r, after); ok {
-		return v, true
+	var v verdict
+	var ok bool
+	if matched {
+		v, ok = w.take(r, after)
+	} else {
+		v, ok = w.run(after)
 	}
-	w.assumed, w.mark, w.returns = w.assumed[:assumed], mark, w.returns[:returns]
-	if s == yes {
-		return verdict{}, false
-	}
-	w.assumed = append(w.assumed, Assumption{Rule: r, Matched: false})
-	w.learn(r, false)
-	v, ok := w.run(after)
 	if !ok {
-		w.assumed, w.mark = w.assumed[:assumed], mark
+		w.assumed, w.mark, w.returns = w.assumed[:assumed], mark, w.returns[:returns]
 	}
 	return v, ok
 }
@@ -470,12 +524,18 @@ func jumps(stack []frame) []*Rule {
 	return via
 }
 
-// settle evaluates a rule's matches against the packet.
+// settle evaluates a rule's matches against the packet. A given rule is
+// settled as given, and says of the mark what it said when assumed.
 func (w *walker) settle(r *Rule) settled {
-	for _, n := range w.never {
-		if n == r {
-			return no
+	for _, g := range w.given {
+		if g.Rule != r {
+			continue
 		}
+		w.learn(r, g.Matched)
+		if g.Matched {
+			return yes
+		}
+		return no
 	}
 	out := yes
 	for _, m := range r.matches {

@@ -12,7 +12,10 @@ import (
 // (test/lab), taken with iptables-nft. snat-missing-n1 is incident 1's node
 // as the lab wrote flannel before v0.20 (its rules in POSTROUTING itself, as
 // in the incident's write-up); snat-missing-chain-n1 as it writes flannel
-// now, in its own chain FLANNEL-POSTRTG.
+// now, in its own chain FLANNEL-POSTRTG. snat-missing-flanneld-n1 is a node
+// of test/flannel_test.go: the chain as flanneld v0.28.10 itself wrote it
+// (no kube-proxy KUBE-POSTROUTING before it), the stale RETURN for the
+// other node's lease and one Service's rules.
 func load(t *testing.T, name string, edit ...string) *Ruleset {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name + ".rules")
@@ -80,6 +83,8 @@ const staleReturn = "-A POSTROUTING ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comme
 
 const staleChainReturn = "-A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.2.0/24 -m comment --comment \"flanneld masq\" -j RETURN\n"
 
+const flanneldStaleReturn = "-A FLANNEL-POSTRTG ! -s 10.244.0.0/16 -d 10.244.28.0/24 -m comment --comment \"flanneld masq\" -j RETURN\n"
+
 func TestNAT(t *testing.T) {
 	for _, tc := range []struct {
 		name, rules string
@@ -119,6 +124,18 @@ func TestNAT(t *testing.T) {
 			hook: "POSTROUTING",
 			pre:  pkt("10.244.1.10:40000", "10.244.2.10:8080", "", "flannel.1"), post: pkt("10.244.1.10:40000", "10.244.2.10:8080", "", "flannel.1"),
 			rule: "FLANNEL-POSTRTG 02", via: "POSTROUTING 02", skipped: "FLANNEL-POSTRTG 06", assumed: 1,
+		},
+		{
+			name: "snat-missing, flanneld's own ruleset: nothing marked the packet, so not its mark RETURN but the stale one", rules: "snat-missing-flanneld-n1",
+			hook: "POSTROUTING",
+			pre:  pkt("172.30.250.1:40000", "10.244.28.2:8080", "", "flannel.1"), post: pkt("172.30.250.1:40000", "10.244.28.2:8080", "", "flannel.1"),
+			rule: "FLANNEL-POSTRTG 04", via: "POSTROUTING 01", skipped: "FLANNEL-POSTRTG 07", assumed: 1,
+		},
+		{
+			name: "snat-missing healthy, flanneld's own ruleset: its MASQUERADE", rules: "snat-missing-flanneld-n1", edit: []string{flanneldStaleReturn, ""},
+			hook: "POSTROUTING",
+			pre:  pkt("172.30.250.1:40000", "10.244.28.2:8080", "", "flannel.1"), post: pkt("10.244.55.0:40000", "10.244.28.2:8080", "", "flannel.1"),
+			rule: "FLANNEL-POSTRTG 06", via: "POSTROUTING 01", assumed: 1,
 		},
 		{
 			name: "the Service DNAT, through KUBE-SERVICES and KUBE-SVC", rules: "snat-missing-n1",
