@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,11 +90,19 @@ func newFlannelCluster(t *testing.T) *flannelCluster {
 			"--etcd-prefix", flannelPrefix, "--iface", "ul0", "--ip-masq", "--subnet-file", subnetFile)
 		c.await(t, "flanneld's subnet file", func() bool { return n.readSubnetFile(t, subnetFile) })
 	}
+	// flanneld writes its subnet file before its masquerade rules: the
+	// chain is complete when its last rule, the MASQUERADE toward the
+	// cluster's pods, is there.
+	lastRule := fmt.Sprintf(`-A FLANNEL-POSTRTG ! -s %s -d %s -m comment --comment "flanneld masq" -j MASQUERADE`, flannelNetwork, flannelNetwork)
 	for i, n := range c.nodes {
 		peer := c.nodes[1-i].subnet.String()
 		c.await(t, "flanneld's route to the other node's pods", func() bool {
 			out, _ := exec.Command("ip", "-n", n.ns, "route", "show", peer).Output()
 			return bytes.Contains(out, []byte("dev flannel.1"))
+		})
+		c.await(t, "flanneld's masquerade rules", func() bool {
+			out, _ := exec.Command("ip", "netns", "exec", n.ns, "iptables", "-t", "nat", "-S", "FLANNEL-POSTRTG").Output()
+			return bytes.Contains(out, []byte(lastRule))
 		})
 	}
 	return c
@@ -231,7 +240,8 @@ func TestSNATMissingWithFlannel(t *testing.T) {
 					t.Fatalf("insert the stale rule: %v\n%s", err, out)
 				}
 			}
-			w := startWatch(t, "--cni-cache", filepath.Join(pods.cacheDir, "results"),
+			recording := filepath.Join(t.TempDir(), "flannel.ntrace")
+			w := startWatch(t, "--cni-cache", filepath.Join(pods.cacheDir, "results"), "-w", recording,
 				"--netns", a.ns, "--netns", b.ns, "--netns", web.netns)
 			err := dial(t, a.ns, "", clusterIP+":80", 4*time.Second)
 			tr := w.stop(t)
@@ -259,7 +269,7 @@ func TestSNATMissingWithFlannel(t *testing.T) {
 				t.Fatalf("findings %+v, want snat-missing-on-tunnel once (dial: %v)", tr.explanations, err)
 			}
 			x := xs[0]
-			for _, want := range []string{"DNATed to " + web.ip + ":8080", "flannel.1", "IP_RPFILTER"} {
+			for _, want := range []string{"DNATed to " + web.ip + ":8080 (pod shop/web-5d8c)", "flannel.1", "IP_RPFILTER"} {
 				if !strings.Contains(x.Summary, want) {
 					t.Errorf("the finding does not say %q: %s", want, x.Summary)
 				}
@@ -268,6 +278,10 @@ func TestSNATMissingWithFlannel(t *testing.T) {
 			r.namedRule(t, x, a.ns, "decided", staleRule)
 			r.namedRule(t, x, a.ns, "skipped", fmt.Sprintf(`! -s %s -d %s -m comment --comment "flanneld masq" -j MASQUERADE`, flannelNetwork, flannelNetwork))
 			namedService(t, x, output.JSONService{Namespace: "shop", Name: "web", Port: "http", Address: "cluster IP"})
+			if want := []output.JSONPod{{Address: web.ip, Pod: "shop/web-5d8c"}}; !slices.Equal(x.Pods, want) {
+				t.Errorf("pods named %+v, want %+v", x.Pods, want)
+			}
+			requireSameReplay(t, recording, tr)
 			t.Log(x.Summary)
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,11 @@ func TestStaleHostPortWithCNIPlugins(t *testing.T) {
 			r := labRun{family: lab.IPv4}
 			r.namedRule(t, xs[0], n.node, "decided", "-j DNAT --to-destination "+deadIP+":443")
 			r.namedRule(t, xs[0], n.node, "other", "-j DNAT --to-destination "+live.ip+":443")
+			// The dead pod is named by the address its stale chain still
+			// DNATs to: its cache entry outlived its namespace.
+			if want := []output.JSONPod{{Address: deadIP, Pod: "shop/ingress-old"}}; !slices.Equal(xs[0].Pods, want) {
+				t.Errorf("pods named %+v, want %+v", xs[0].Pods, want)
+			}
 			t.Log(xs[0].Summary)
 		})
 	}

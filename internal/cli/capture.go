@@ -189,10 +189,12 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 	host, _ := os.Hostname()
 	c.meta = trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: recordedKernel(facts), Points: recordedPoints(c.tr.Statuses()),
 		Filter: c.expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
+	namer := netns.NewNamer(c.targets)
 	c.names = output.Names{
 		DropReason: func(r uint32) string { return reasons[r] },
 		Symbol:     syms.Name,
-		Netns:      netns.NewNamer(c.targets).Name,
+		Netns:      namer.Name,
+		Pods:       namer.PodAddresses,
 		Wall:       c.meta.Wall,
 		Rulesets:   c.rulesets.At,
 	}

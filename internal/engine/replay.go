@@ -30,10 +30,11 @@ func OpenRecordings(files []string) (s *trace.Stream, closeAll func(), err error
 }
 
 // StreamNames are the names a stream's recordings keep: namespaces, drop
-// reasons, kernel symbols, wall-clock time, rulesets and rule traces.
+// reasons, kernel symbols, wall-clock time, rulesets, rule traces and pod
+// addresses.
 func StreamNames(s *trace.Stream) output.Names {
 	return output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall,
-		Rulesets: s.Ruleset, RuleTraces: s.RuleTrace}
+		Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses}
 }
 
 // replayTickEvery is how many events replay takes between ticks: a

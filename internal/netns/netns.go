@@ -5,12 +5,15 @@ package netns
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/vishvananda/netns"
@@ -203,20 +206,47 @@ func Do(path string, fn func() error) error {
 	return ferr
 }
 
-// Namer names namespace inodes for output, learning new namespaces as they
-// appear.
+// Namer names namespace inodes and pods' addresses for output, learning
+// new namespaces and pods as they appear.
 type Namer struct {
 	mu    sync.Mutex
 	names map[uint32]string
+	// pods is replaced, never changed: readers take it without the lock.
+	pods atomic.Pointer[podTable]
+}
+
+// podTable is the pods' addresses (namespace/name) at a generation, which
+// changes whenever they do.
+type podTable struct {
+	gen   uint64
+	names map[netip.Addr]string
 }
 
 // NewNamer starts with the given targets' names, a pod's name (Pods)
 // before its runtime's name for its namespace.
 func NewNamer(targets []Target) *Namer {
 	n := &Namer{names: map[uint32]string{}}
-	n.learn(Pods())
+	n.pods.Store(&podTable{names: map[netip.Addr]string{}})
+	n.learnPods()
 	n.learn(targets)
 	return n
+}
+
+// PodAddresses are the pods' addresses (namespace/name) as last learned,
+// with a generation that changes when they do. The map is never changed.
+func (n *Namer) PodAddresses() (uint64, map[netip.Addr]string) {
+	t := n.pods.Load()
+	return t.gen, t.names
+}
+
+// learnPods names the pods' namespaces that have no name yet, and takes
+// the pods' addresses as libcni's cache has them now.
+func (n *Namer) learnPods() {
+	pods := cniPods()
+	n.learn(podTargets(pods))
+	if addrs, old := podAddresses(pods), n.pods.Load(); !maps.Equal(addrs, old.names) {
+		n.pods.Store(&podTable{gen: old.gen + 1, names: addrs})
+	}
 }
 
 // Name returns a namespace's name. An unknown namespace (one made since
@@ -235,7 +265,7 @@ func (n *Namer) Name(ino uint32) string {
 	if s, ok := n.names[ino]; ok {
 		return s
 	}
-	n.learn(Pods())
+	n.learnPods()
 	n.learn(Named())
 	if _, ok := n.names[ino]; !ok {
 		n.learn(processes(func(ino uint32) bool { _, known := n.names[ino]; return !known }))

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 )
@@ -15,21 +16,31 @@ import (
 var CNICacheDir = "/var/lib/cni/results"
 
 // cniCacheEntry is the part of libcni's cache file (its cachedInfo) that
-// names a pod.
+// names a pod, and the addresses the plugins gave it (the result's ips).
 type cniCacheEntry struct {
 	Kind    string      `json:"kind"`
 	NetNS   string      `json:"netns"`
 	CNIArgs [][2]string `json:"cniArgs"`
+	Result  struct {
+		IPs []struct {
+			Address string `json:"address"`
+		} `json:"ips"`
+	} `json:"result"`
 }
 
-// Pods lists the namespaces of the Kubernetes pods set up through libcni
-// (CNICacheDir), named "pod:namespace/name" (as "netns:INODE" names one
-// nothing else names). A cache file that cannot be read, an entry without
-// pod arguments, or a namespace gone is left out: the namespace keeps the
-// name it has otherwise (the runtime's cni-UUID).
-func Pods() []Target {
+// cniPod is a Kubernetes pod found in libcni's cache.
+type cniPod struct {
+	name  string // namespace/name
+	netns string
+	inode uint32 // 0: its namespace is gone
+	addrs []netip.Addr
+}
+
+// cniPods reads libcni's cache (CNICacheDir). A cache file that cannot be
+// read, or an entry without pod arguments, is left out.
+func cniPods() []cniPod {
 	files, _ := filepath.Glob(filepath.Join(CNICacheDir, "*"))
-	var out []Target
+	var out []cniPod
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -39,19 +50,57 @@ func Pods() []Target {
 		if json.Unmarshal(b, &c) != nil || c.Kind != "cniCacheV1" || c.NetNS == "" {
 			continue
 		}
-		name := podName(c.CNIArgs)
-		if name == "" {
+		pod := cniPod{name: podName(c.CNIArgs), netns: c.NetNS}
+		if pod.name == "" {
 			continue
 		}
-		if ino, err := inode(c.NetNS); err == nil {
-			out = append(out, Target{Name: name, Path: c.NetNS, Inode: ino})
+		pod.inode, _ = inode(c.NetNS)
+		for _, ip := range c.Result.IPs {
+			if p, err := netip.ParsePrefix(ip.Address); err == nil {
+				pod.addrs = append(pod.addrs, p.Addr())
+			}
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// Pods lists the namespaces of the Kubernetes pods set up through libcni
+// (CNICacheDir), named "pod:namespace/name" (as "netns:INODE" names one
+// nothing else names). A namespace gone is left out: the namespace keeps
+// the name it has otherwise (the runtime's cni-UUID).
+func Pods() []Target { return podTargets(cniPods()) }
+
+func podTargets(pods []cniPod) []Target {
+	var out []Target
+	for _, p := range pods {
+		if p.inode != 0 {
+			out = append(out, Target{Name: "pod:" + p.name, Path: p.netns, Inode: p.inode})
+		}
+	}
+	return out
+}
+
+// podAddresses names the addresses libcni's cache says the plugins gave
+// pods (namespace/name). A pod whose namespace is gone keeps its address
+// (a runtime stopped during a pod's removal leaves the entry, and rules
+// still send to it), unless a live pod has it now.
+func podAddresses(pods []cniPod) map[netip.Addr]string {
+	out := map[netip.Addr]string{}
+	live := map[netip.Addr]bool{}
+	for _, p := range pods {
+		for _, a := range p.addrs {
+			if _, taken := out[a]; !taken || (p.inode != 0 && !live[a]) {
+				out[a], live[a] = p.name, p.inode != 0
+			}
 		}
 	}
 	return out
 }
 
 // podName is the pod the CNI_ARGS of a Kubernetes runtime name
-// (K8S_POD_NAMESPACE, K8S_POD_NAME), "" when they name none.
+// (namespace/name, from K8S_POD_NAMESPACE and K8S_POD_NAME), "" when they
+// name none.
 func podName(args [][2]string) string {
 	var ns, name string
 	for _, a := range args {
@@ -65,5 +114,5 @@ func podName(args [][2]string) string {
 	if ns == "" || name == "" {
 		return ""
 	}
-	return "pod:" + ns + "/" + name
+	return ns + "/" + name
 }

@@ -2,6 +2,8 @@ package netns
 
 import (
 	"fmt"
+	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +12,8 @@ import (
 // TestPods: libcni's cache names a pod's namespace (found by its inode)
 // from the CNI_ARGS the kubelet passed; entries of other runtimes' users
 // (no pod arguments), of namespaces gone, of another kind or unreadable
-// are left out.
+// are left out. The addresses the plugins gave pods are named after them,
+// a pod gone keeping its address unless a live pod has it now.
 func TestPods(t *testing.T) {
 	dir := t.TempDir()
 	was := CNICacheDir
@@ -24,15 +27,22 @@ func TestPods(t *testing.T) {
 	if err := os.WriteFile(ns, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	entry := func(file, kind, netns, args string) {
-		body := fmt.Sprintf(`{"kind": %q, "containerId": "abc", "ifName": "eth0", "networkName": "cbr0", "netns": %q, "cniArgs": %s}`, kind, netns, args)
+	entry := func(file, kind, netns, args string, ips ...string) {
+		result := `{"cniVersion": "1.0.0", "ips": [`
+		for i, ip := range ips {
+			result += fmt.Sprintf(`%s{"interface": 2, "address": %q}`, map[bool]string{true: ", "}[i > 0], ip)
+		}
+		body := fmt.Sprintf(`{"kind": %q, "containerId": "abc", "ifName": "eth0", "networkName": "cbr0", "netns": %q, "cniArgs": %s, "result": %s]}}`, kind, netns, args, result)
 		if err := os.WriteFile(filepath.Join(CNICacheDir, file), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	entry("cbr0-abc-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "checkout-7d9f"]]`)
-	entry("podman-def-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"]]`)
-	entry("cbr0-gone-eth0", "cniCacheV1", filepath.Join(dir, "gone"), `[["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "gone"]]`)
+	entry("cbr0-abc-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "checkout-7d9f"]]`,
+		"10.88.7.3/24", "fd00:88::3/64")
+	entry("podman-def-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"]]`, "10.88.7.9/24")
+	// Read before the live pod's entry, which takes 10.88.7.3 from it.
+	entry("cbr0-a-gone-eth0", "cniCacheV1", filepath.Join(dir, "gone"), `[["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "gone"]]`,
+		"10.88.7.2/24", "10.88.7.3/24")
 	entry("other-kind", "cniCacheV2", ns, `[["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "v2"]]`)
 	if err := os.WriteFile(filepath.Join(CNICacheDir, "broken"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,5 +59,14 @@ func TestPods(t *testing.T) {
 	n := NewNamer([]Target{{Name: "cni-1234", Path: ns, Inode: ino}})
 	if name := n.Name(ino); name != "pod:shop/checkout-7d9f" {
 		t.Errorf("named %q", name)
+	}
+	_, addrs := n.PodAddresses()
+	want := map[netip.Addr]string{
+		netip.MustParseAddr("10.88.7.3"):  "shop/checkout-7d9f",
+		netip.MustParseAddr("fd00:88::3"): "shop/checkout-7d9f",
+		netip.MustParseAddr("10.88.7.2"):  "shop/gone",
+	}
+	if !maps.Equal(addrs, want) {
+		t.Errorf("pod addresses %v, want %v", addrs, want)
 	}
 }

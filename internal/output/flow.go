@@ -98,6 +98,15 @@ type JSONExplanation struct {
 	// Service is the Kubernetes Service the failed request was sent to,
 	// when kube-proxy's rules translated it (explain.Service).
 	Service *JSONService `json:"service,omitempty"`
+	// Pods are the pods the summary names by their addresses
+	// (explain.Pod).
+	Pods []JSONPod `json:"pods,omitempty"`
+}
+
+// JSONPod is a Kubernetes pod, named by one of its addresses.
+type JSONPod struct {
+	Address string `json:"address"`
+	Pod     string `json:"pod"` // namespace/name
 }
 
 // JSONService is a Kubernetes Service, as kube-proxy's rules name it.
@@ -232,6 +241,9 @@ func (n Names) ConvertFinding(f *flow.Flow, fd *explain.Finding) *JSONExplanatio
 	}
 	j.NetfilterRules = n.jsonRules(fd.NetfilterRules)
 	j.Service = jsonService(fd.Service)
+	for _, p := range fd.Pods {
+		j.Pods = append(j.Pods, JSONPod{Address: p.Address.String(), Pod: p.Name})
+	}
 	return j
 }
 

@@ -5,6 +5,7 @@ package output
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -26,6 +27,23 @@ type Names struct {
 	// RuleTraces gives what nftables tracing reported of a packet
 	// (ruleset.Traces.Pass): findings then name the rules it went through.
 	RuleTraces func(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
+	// Pods gives the pods' addresses (namespace/name) and their
+	// generation (netns.Namer.PodAddresses).
+	Pods func() (uint64, map[netip.Addr]string)
+}
+
+// PodAddresses returns the pods' addresses, if known.
+func (n Names) PodAddresses() (uint64, map[netip.Addr]string) {
+	if n.Pods == nil {
+		return 0, nil
+	}
+	return n.Pods()
+}
+
+// PodName names the pod an address belongs to, "" when none is known.
+func (n Names) PodName(a netip.Addr) string {
+	_, pods := n.PodAddresses()
+	return pods[a]
 }
 
 // Ruleset returns a namespace's ruleset at a time, if known.

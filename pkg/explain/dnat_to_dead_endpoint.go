@@ -48,7 +48,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 		by = " (" + c + ")"
 	}
 	summary := fmt.Sprintf("SYN to %s was DNATed to %s in %s %s%s; that address never answered: ",
-		withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, by)
+		withService(dst(d.NAT.Pre), fd.Service), fd.atPod(n, dst(d.Tuple)), n.NetnsName(d.Netns), d.Hook, by)
 	if cause != nil {
 		reason := n.ReasonName(cause.Drop.Reason)
 		what := "there is no route to it"

@@ -30,7 +30,7 @@ func TestDNATToDeadEndpoint(t *testing.T) {
 		{"neighbour discovery failed", reasonless(fixture.NeighInvalidate), true, []string{"neighbour resolution failed",
 			"freed by neigh_invalidate+0x7e without a reason, 2 packets"}},
 		{"reasonless drop elsewhere", reasonless(0xffffffff81000000), true, []string{"nothing came back after 2 SYNs"}},
-		{"neighbour failed", fixture.StaleHostPort(false), true, []string{"SYN to 172.20.0.1:8443 was DNATed to 10.244.1.36:443 in n1 PREROUTING",
+		{"neighbour failed", fixture.StaleHostPort(false), true, []string{"SYN to 172.20.0.1:8443 was DNATed to 10.244.1.36:443 (pod shop/ingress-old) in n1 PREROUTING",
 			"never answered", "neighbour resolution failed", "NEIGH_FAILED, 2 packets"}},
 		{"nothing came back", noNeigh, true, []string{"nothing came back after 2 SYNs"}},
 		{"live endpoint answered", fixture.StaleHostPort(true), false, nil},

@@ -7,6 +7,8 @@
 package explain
 
 import (
+	"net/netip"
+
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
@@ -27,6 +29,9 @@ type Context interface {
 	// tuple p at hook in netns at kernel time at (ruleset.Traces.Pass);
 	// nil when it was not traced.
 	RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
+	// PodName names the Kubernetes pod (namespace/name) an address
+	// belongs to; "" when none is known.
+	PodName(addr netip.Addr) string
 }
 
 // Finding is one explanation of a flow.
@@ -41,6 +46,8 @@ type Finding struct {
 	// Service is the Kubernetes Service the failed request was sent to,
 	// when kube-proxy's rules translated it.
 	Service *Service
+	// Pods are the pods the summary names by their addresses, in order.
+	Pods []Pod
 	// restsOnAbsence: the finding follows from records not seen (no
 	// reply, no conntrack entry crossed, no tunnel device), which a flow
 	// that lost records cannot tell from things that did not happen.

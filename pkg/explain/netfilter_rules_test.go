@@ -65,7 +65,7 @@ func TestFindingsNameTheirRule(t *testing.T) {
 		},
 		{
 			"stale hostPort: the stale chain's DNAT, and the live one it shadows", dnatToDeadEndpoint, fixture.StaleHostPort(false), n1("stale-hostport-n1"),
-			`DNATed to 10.244.1.36:443 in n1 PREROUTING (nat CNI-DN-093e6edd5ba1d6052a1ee rule 3 (DNAT, "dnat name: \"cbr0\" id: \"fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138\"") decided; nat CNI-DN-deb6904d86bc61d55c4e6 rule 3 (DNAT, "dnat name: \"cbr0\" id: \"2e5c1a4f0b9d7c3e8a6f4d2b1c0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e\"") would have chosen 10.244.1.34:443)`,
+			`DNATed to 10.244.1.36:443 (pod shop/ingress-old) in n1 PREROUTING (nat CNI-DN-093e6edd5ba1d6052a1ee rule 3 (DNAT, "dnat name: \"cbr0\" id: \"fb7cdb0a4f8da673da0a9818ec9a1576f953a8e8decf87a081827c11e4aa7138\"") decided; nat CNI-DN-deb6904d86bc61d55c4e6 rule 3 (DNAT, "dnat name: \"cbr0\" id: \"2e5c1a4f0b9d7c3e8a6f4d2b1c0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e\"") would have chosen 10.244.1.34:443)`,
 			[]string{
 				`decided: -A CNI-DN-093e6edd5ba1d6052a1ee -p tcp -m tcp --dport 8443 -j DNAT --to-destination 10.244.1.36:443`,
 				`other: -A CNI-DN-deb6904d86bc61d55c4e6 -p tcp -m tcp --dport 8443 -j DNAT --to-destination 10.244.1.34:443`,

@@ -54,7 +54,7 @@ func replyBypassedNAT(f *flow.Flow, n Context) *Finding {
 		fd.Evidence = append(fd.Evidence, evidence(n, atClient, "reply from %s reached %s without crossing %s's conntrack entry",
 			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))
 		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s %s the reply went straight to the client (%s) without crossing that conntrack entry",
-			dst(d.Tuple), cl, withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
+			fd.atPod(n, dst(d.Tuple)), fd.atPod(n, cl), withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
 		// The reset shows as the tcp point's reset (where the kernel traces
 		// resets sent without a socket) or as the reset packet leaving.
 		if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {

@@ -87,7 +87,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 		via = tunnelDev
 	}
 	summary := fmt.Sprintf("SYN %s -> %s was DNATed to %s in %s %s, routed out of %s (VNI %d, remote VTEP %s) and %s: it left with source %s, which the remote side does not route back through the tunnel; ",
-		src(d.NAT.Pre), withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, notSNATed, d.NAT.Pre.Src)
+		fd.atPod(n, src(d.NAT.Pre)), withService(dst(d.NAT.Pre), fd.Service), fd.atPod(n, dst(d.Tuple)), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, notSNATed, d.NAT.Pre.Src)
 	switch {
 	case replyDrop != nil:
 		reason := n.ReasonName(replyDrop.Drop.Reason)

@@ -11,7 +11,7 @@ import (
 
 func TestSNATMissingOnTunnel(t *testing.T) {
 	runRule(t, snatMissingOnTunnel, []ruleCase{
-		{"incident 1", fixture.SNATMissing(false), true, []string{"DNATed to 10.244.2.10:8080 in n1 OUTPUT",
+		{"incident 1", fixture.SNATMissing(false), true, []string{"DNATed to 10.244.2.10:8080 (pod default/web-2) in n1 OUTPUT",
 			"routed out of flannel.1 (VNI 1, remote VTEP 172.20.0.2)", "not SNATed", "source 172.20.0.1",
 			"came back on eth0", "rp_filter (IP_RPFILTER)", "never un-DNATed"}},
 		{"incident 1 without the reply", fixture.SNATMissing(false)[:9], true, []string{"no reply came back through the tunnel"}},

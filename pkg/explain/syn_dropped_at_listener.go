@@ -34,7 +34,7 @@ func synDroppedAtListener(f *flow.Flow, n Context) *Finding {
 	fd := &Finding{Evidence: []Evidence{evidence(n, s, "listener %s in %s: %s", s.SYN.Listener, n.NetnsName(s.Netns), dropCause(s))}}
 	if p, d := dnat(f); d != nil {
 		fd.Service = serviceOf(n, p, d, nil)
-		summary += fmt.Sprintf(" (the connection to %s was DNATed to %s in %s %s)", withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook)
+		summary += fmt.Sprintf(" (the connection to %s was DNATed to %s in %s %s)", withService(dst(d.NAT.Pre), fd.Service), fd.atPod(n, dst(d.Tuple)), n.NetnsName(d.Netns), d.Hook)
 		fd.Evidence = append([]Evidence{evidence(n, d, "%s", natFact(n, d))}, fd.Evidence...)
 	}
 	fd.Summary = summary + "."

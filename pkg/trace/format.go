@@ -45,8 +45,9 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // added ruleset records, version 4 rule trace records, version 5 IPv6
 // addresses (an event record with event.FlagIPv6 carries them after its
 // fixed part; IPv4 events are recorded as before), version 6 ip6tables
-// rulesets in ruleset records, version 7 loss records.
-const Version = 7
+// rulesets in ruleset records, version 7 loss records, version 8 pod
+// address records.
+const Version = 8
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1
@@ -63,6 +64,7 @@ const (
 	recRuleset   = 6
 	recRuleTrace = 7
 	recLoss      = 8
+	recPods      = 9
 )
 
 // maxRecord bounds a record's length: a longer one is corruption. A

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math/bits"
+	"net/netip"
 	"os"
 	"sync"
 
@@ -32,11 +33,14 @@ type Reader struct {
 	br     *bufio.Reader
 	closer io.Closer
 	off    int64
-	// names guards netns and symbols: they grow as records are read, and
-	// are looked up by whatever explains and shows the events meanwhile.
+	// names guards netns, symbols and pods: they grow (pods is replaced)
+	// as records are read, and are looked up by whatever explains and
+	// shows the events meanwhile.
 	names   sync.RWMutex
 	netns   map[uint32]string
 	symbols map[uint64]string
+	pods    map[netip.Addr]string
+	podGen  uint64
 	payload []byte
 	rec     []byte
 	records uint64
@@ -199,6 +203,14 @@ func (r *Reader) Next(e *event.Event) error {
 			r.names.Lock()
 			r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
 			r.names.Unlock()
+		case recPods:
+			pods, err := decodePods(payload)
+			if err != nil {
+				return r.errorf(start, "pod address record: %v", err)
+			}
+			r.names.Lock()
+			r.pods, r.podGen = pods, r.podGen+1
+			r.names.Unlock()
 		case recRuleset:
 			snap, err := decodeRuleset(payload, r.version)
 			if err != nil {
@@ -285,6 +297,15 @@ func (r *Reader) SymbolName(addr uint64) string {
 	r.names.RLock()
 	defer r.names.RUnlock()
 	return r.symbols[addr]
+}
+
+// PodAddresses are the pods' addresses (namespace/name) as the recording
+// host last knew them, with a generation that changes when they do. Safe
+// to call while another goroutine reads events; the map is never changed.
+func (r *Reader) PodAddresses() (uint64, map[netip.Addr]string) {
+	r.names.RLock()
+	defer r.names.RUnlock()
+	return r.podGen, r.pods
 }
 
 // Close closes the file.

@@ -3,6 +3,8 @@ package trace
 import (
 	"errors"
 	"io"
+	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,6 +80,9 @@ func TestRecorderRotates(t *testing.T) {
 				if last := rd.Summary != nil && !rd.Summary.Continued; last != (rd.Meta.Part == len(files)+st.Removed()) {
 					t.Errorf("%s (part %d): summary %+v", f, rd.Meta.Part, rd.Summary)
 				}
+				if _, pods := rd.PodAddresses(); !maps.Equal(pods, fixture.PodNames) {
+					t.Errorf("%s names pods %v, want %v", f, pods, fixture.PodNames)
+				}
 				held += len(got)
 				rd.Close()
 				rd, _ = Open(f)
@@ -106,6 +111,9 @@ func TestRecorderRotates(t *testing.T) {
 			}
 			if n != held {
 				t.Errorf("the set replays %d events, its files hold %d", n, held)
+			}
+			if pod := s.PodName(netip.MustParseAddr("10.244.2.10")); pod != "default/web-2" {
+				t.Errorf("the set names 10.244.2.10's pod %q", pod)
 			}
 			if lost := s.Lost()[event.PointNAT]; lost != 2 {
 				t.Errorf("lost %d, want the run's 2", lost)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/netip"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -53,6 +55,10 @@ type Stream struct {
 	remapNs map[[2]uint32]uint32
 	unmapNs map[uint32][2]uint32 // stream namespace -> recording, its namespace
 	remapRs map[[2]uint32]uint32
+	// pods are the recordings' pod addresses merged, at podGen (the sum
+	// of the readers' generations).
+	pods   map[netip.Addr]string
+	podGen uint64
 }
 
 // source is one recording: a file, or the parts of a split one. Each part
@@ -296,6 +302,36 @@ func (s *Stream) NetnsName(ino uint32) string {
 		return s.netns[ino]
 	}
 	return s.sources[0].netnsName(ino)
+}
+
+// PodAddresses are the pod addresses of the stream's recordings, the
+// newest part's first, with a generation that changes when they do. Pod
+// addresses are not kept apart by host: a cluster gives each pod its own.
+func (s *Stream) PodAddresses() (uint64, map[netip.Addr]string) {
+	var gen uint64
+	for _, r := range s.readers {
+		g, _ := r.PodAddresses()
+		gen += g
+	}
+	s.names.Lock()
+	defer s.names.Unlock()
+	if gen != s.podGen {
+		merged := map[netip.Addr]string{}
+		for _, src := range s.sources {
+			for _, r := range src {
+				_, pods := r.PodAddresses()
+				maps.Copy(merged, pods)
+			}
+		}
+		s.pods, s.podGen = merged, gen
+	}
+	return s.podGen, s.pods
+}
+
+// PodName names the pod an address belongs to ("" when none).
+func (s *Stream) PodName(a netip.Addr) string {
+	_, pods := s.PodAddresses()
+	return pods[a]
 }
 
 // ReasonName names a drop reason of the stream.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -99,6 +100,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if r.SymbolName(0) != "ip_rcv_finish_core+0x25b" {
 		t.Errorf("drop location name lost")
+	}
+	if _, pods := r.PodAddresses(); !maps.Equal(pods, fixture.PodNames) {
+		t.Errorf("pod addresses %v, want %v", pods, fixture.PodNames)
 	}
 }
 

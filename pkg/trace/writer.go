@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net/netip"
 	"os"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -18,6 +19,9 @@ import (
 type Namer interface {
 	NetnsName(ino uint32) string
 	SymbolName(addr uint64) string
+	// PodAddresses are the pods' addresses (namespace/name), with a
+	// generation that changes when they do; the map is never changed.
+	PodAddresses() (uint64, map[netip.Addr]string)
 }
 
 // Writer writes a recording as a stream: to a file of its own (Create),
@@ -29,6 +33,7 @@ type Writer struct {
 	names   Namer
 	netns   map[uint32]bool
 	symbols map[uint64]bool
+	podGen  uint64 // the generation of the pod addresses written
 	rec     []byte
 	scratch []byte
 	sparse  []byte // an event's sparse form, reused: one allocation per event was the recorder's bottleneck
@@ -81,6 +86,7 @@ func (w *Writer) begin(meta Meta) error {
 func (w *Writer) forgetNames() {
 	clear(w.netns)
 	clear(w.symbols)
+	w.podGen = 0
 }
 
 func (w *Writer) fail(err error) error {
@@ -115,6 +121,12 @@ func (w *Writer) Event(e *event.Event) error {
 		w.symbols[e.Drop.Location] = true
 		p := binary.LittleEndian.AppendUint64(nil, e.Drop.Location)
 		if err := w.record(recSymbol, append(p, w.names.SymbolName(e.Drop.Location)...)); err != nil {
+			return err
+		}
+	}
+	if gen, pods := w.names.PodAddresses(); gen != w.podGen {
+		w.podGen = gen
+		if err := w.record(recPods, encodePods(pods)); err != nil {
 			return err
 		}
 	}
