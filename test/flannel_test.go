@@ -235,10 +235,9 @@ func TestSNATMissingWithFlannel(t *testing.T) {
 				"ip netns exec "+b.ns+" sysctl -qw net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.ul0.rp_filter=2")
 			staleRule := fmt.Sprintf(`! -s %s -d %s -m comment --comment "flanneld masq" -j RETURN`, flannelNetwork, b.subnet)
 			if stale {
-				insert := exec.Command("sh", "-c", "ip netns exec "+a.ns+" iptables -t nat -I FLANNEL-POSTRTG 4 "+staleRule)
-				if out, err := insert.CombinedOutput(); err != nil {
-					t.Fatalf("insert the stale rule: %v\n%s", err, out)
-				}
+				// No shell: busybox's (in the VM) would run its own ip.
+				sh(t, "ip", "netns", "exec", a.ns, "iptables", "-t", "nat", "-I", "FLANNEL-POSTRTG", "4",
+					"!", "-s", flannelNetwork, "-d", b.subnet.String(), "-m", "comment", "--comment", "flanneld masq", "-j", "RETURN")
 			}
 			recording := filepath.Join(t.TempDir(), "flannel.ntrace")
 			w := startWatch(t, "--cni-cache", filepath.Join(pods.cacheDir, "results"), "-w", recording,

@@ -29,13 +29,36 @@ func droppedByNetfilter(f *flow.Flow, n Context) *Finding {
 	fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, fd.NetfilterRules)...)
 	if c := ruleClause(fd.NetfilterRules); c != "" {
 		// The rule says the hook.
-		fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s %s.",
-			what, src(t), dst(t), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), fd.NetfilterRules[0].Hook)
+		decided := fd.NetfilterRules[0]
+		fd.Service = decided.Service
+		fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s %s%s.",
+			what, src(t), withService(dst(t), fd.Service), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), decided.Hook, kubeProxyWhy(decided))
 		return fd
 	}
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
 		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
 	return fd
+}
+
+// kubeProxyWhy says why kube-proxy's nftables mode dropped a packet, from
+// the verdict map whose element led to the rule: its maps are named for
+// what they do. "" for any other rule.
+func kubeProxyWhy(r NetfilterRule) string {
+	for _, v := range r.Via {
+		rule, element, ok := strings.Cut(v, ", element ")
+		if !ok {
+			continue
+		}
+		_, name, _ := strings.Cut(rule, "vmap @")
+		via := fmt.Sprintf(", reached by kube-proxy's %s element %s", name, element)
+		switch name {
+		case "no-endpoint-services", "no-endpoint-nodeports":
+			return via + ": the Service has no endpoints (no ready pod backs it), so kube-proxy rejects new connections to it"
+		case "firewall-ips":
+			return via + ": the source is not in the Service's loadBalancerSourceRanges"
+		}
+	}
+	return ""
 }
 
 // netfilterDrop finds the flow's first packet dropped by a netfilter

@@ -227,6 +227,9 @@ func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *rules
 	}
 	if role == RoleDecided {
 		nr.Service = serviceOfNAT(r, a.Via)
+		if nr.Service == nil {
+			nr.Service = serviceOfDrop(r, a.Via)
+		}
 		nr.Handle = a.Handle
 		for _, as := range a.Assumed {
 			how := "matched"

@@ -87,6 +87,13 @@ func TestFindingsNameTheirRule(t *testing.T) {
 			[]string{`decided: -A INPUT -d 10.0.0.2/32 -p tcp -m tcp --dport 9001 -m comment --comment "default/deny-9001" -j DROP`},
 		},
 		{
+			"kube-proxy's nftables mode: a Service without endpoints, rejected through its no-endpoint-services map", droppedByNetfilter,
+			fixture.NoEndpoints(), n1("no-endpoints-nft-n1"),
+			`SYN 10.98.5.1:40000 -> 10.96.0.50:80 (Service default/web:80) was dropped by kube-proxy reject-chain rule 1 (REJECT, "default/web:80") in n1 OUTPUT, ` +
+				`reached by kube-proxy's no-endpoint-services element 10.96.0.50 . tcp . 80 comment "default/web:80" : goto reject-chain: the Service has no endpoints`,
+			[]string{`decided: reject`},
+		},
+		{
 			"no ruleset: no rule named", snatMissingOnTunnel, fixture.SNATMissing(false), nil,
 			"and not SNATed in POSTROUTING: it left", nil,
 		},

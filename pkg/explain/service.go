@@ -81,6 +81,25 @@ func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *Service {
 	return s
 }
 
+// serviceOfDrop is the Service a DROP or REJECT of kube-proxy's is for:
+// its nftables mode rejects a connection to a Service without endpoints
+// through an element of its no-endpoint-services map, whose comment names
+// the Service (firewall-ips likewise); nil for any other rule.
+func serviceOfDrop(r *ruleset.Rule, via []*ruleset.Rule) *Service {
+	if r == nil || (r.Target != "DROP" && r.Target != "REJECT") {
+		return nil
+	}
+	if s := serviceOfComment(r.Comment); s != nil {
+		return s
+	}
+	for i := len(via) - 1; i >= 0; i-- {
+		if s := serviceOfComment(via[i].Comment); s != nil {
+			return s
+		}
+	}
+	return nil
+}
+
 // serviceOfComment reads kube-proxy's iptables comment on an endpoint's
 // DNAT: the Service's port name alone.
 func serviceOfComment(comment string) *Service {

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -143,15 +144,31 @@ func (rs *Ruleset) Other(a *Attribution, pre Packet) *Attribution {
 }
 
 // Drop attributes a drop at a hook to the rule that dropped the packet:
-// of the tables that can have dropped it, the one that needs the fewest
-// assumptions, the first in the kernel's order at the hook among equals.
-// nil when none can have.
+// of the tables (and native tables' filter base chains, as kube-proxy's
+// nftables mode rejects in) that can have dropped it, the one that needs
+// the fewest assumptions, the first in the kernel's order at the hook
+// among equals. nil when none can have.
 func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
 	var best *Attribution
-	for _, table := range []string{"raw", "mangle", "filter", "security"} {
-		a := rs.attribute(table, hook, p, func(v verdict) bool { return v.kind == verdictDrop })
+	drops := func(v verdict) bool { return v.kind == verdictDrop }
+	consider := func(a *Attribution) {
 		if a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {
 			best = a
+		}
+	}
+	for _, table := range []string{"raw", "mangle", "filter", "security"} {
+		consider(rs.attribute(table, hook, p, drops))
+	}
+	var native []string
+	for name, t := range rs.Tables {
+		if len(t.Filters[hook]) > 0 {
+			native = append(native, name)
+		}
+	}
+	sort.Strings(native)
+	for _, name := range native {
+		for _, chain := range rs.Tables[name].Filters[hook] {
+			consider(rs.attributeFrom(name, hook, rs.Tables[name].Chains[chain], p, drops))
 		}
 	}
 	return best
@@ -162,15 +179,21 @@ func (rs *Ruleset) Drop(hook string, p Packet) *Attribution {
 // beforehand.
 func (rs *Ruleset) attribute(table, hook string, p Packet, want func(verdict) bool, given ...Assumption) *Attribution {
 	t := rs.Tables[table]
-	// iptables' rules never see an IPv6 packet, nor ip6tables' an IPv4 one.
-	if t == nil || p.Src.Is6() != rs.ipv6 || p.Dst.Is6() != rs.ipv6 {
+	if t == nil {
 		return nil
 	}
 	start := t.Chains[hook]
 	if t.Hooks != nil {
 		start = t.Chains[t.Hooks[hook]]
 	}
-	if start == nil {
+	return rs.attributeFrom(table, hook, start, p, want, given...)
+}
+
+// attributeFrom is attribute from a given base chain of the table.
+func (rs *Ruleset) attributeFrom(table, hook string, start *Chain, p Packet, want func(verdict) bool, given ...Assumption) *Attribution {
+	t := rs.Tables[table]
+	// iptables' rules never see an IPv6 packet, nor ip6tables' an IPv4 one.
+	if t == nil || start == nil || p.Src.Is6() != rs.ipv6 || p.Dst.Is6() != rs.ipv6 {
 		return nil
 	}
 	w := &walker{table: t, p: p, mark: p.Mark, want: want, given: given, budget: maxSteps}

@@ -35,7 +35,8 @@ func ParseNative(text string) *Native {
 		case len(f) >= 3 && f[0] == "table":
 			t, chain, inMap = nil, "", ""
 			if f[1] == "ip" {
-				t = &nativeTable{name: unquote(f[2]), hooks: map[string]string{}, policies: map[string]string{}, maps: map[string]string{}}
+				t = &nativeTable{name: unquote(f[2]), hooks: map[string]string{}, filters: map[string][]prioritized{},
+					policies: map[string]string{}, maps: map[string]string{}}
 				n.tables = append(n.tables, t)
 			}
 		case t == nil:
@@ -52,8 +53,12 @@ func ParseNative(text string) *Native {
 				t.maps[inMap] += " " + trimmed
 			}
 		case chain != "" && len(f) >= 4 && f[0] == "type" && f[2] == "hook":
-			if f[1] == "nat" {
-				t.hooks[nftHooks[f[3]]] = chain
+			hook := nftHooks[strings.TrimSuffix(f[3], ";")]
+			switch f[1] {
+			case "nat":
+				t.hooks[hook] = chain
+			case "filter":
+				t.filters[hook] = append(t.filters[hook], prioritized{chain, chainPriority(trimmed)})
 			}
 			if _, policy, ok := strings.Cut(trimmed, "policy "); ok {
 				t.policies[chain] = strings.ToUpper(strings.TrimSuffix(policy, ";"))
@@ -71,6 +76,42 @@ func ParseNative(text string) *Native {
 		}
 	}
 	return n
+}
+
+// prioritized is a base chain and its priority.
+type prioritized struct {
+	chain    string
+	priority int
+}
+
+// chainPriorities are the names nft lists standard priorities by.
+var chainPriorities = map[string]int{"raw": -300, "mangle": -150, "dstnat": -100, "filter": 0, "security": 50, "srcnat": 100}
+
+// chainPriority reads a base chain's "priority P;": a number, or a
+// standard name with an offset ("dstnat - 10").
+func chainPriority(line string) int {
+	_, p, ok := strings.Cut(line, "priority ")
+	if !ok {
+		return 0
+	}
+	p, _, _ = strings.Cut(p, ";")
+	f := strings.Fields(p)
+	if len(f) == 0 {
+		return 0
+	}
+	base, err := strconv.Atoi(f[0])
+	if err != nil {
+		base = chainPriorities[f[0]]
+	}
+	if len(f) == 3 {
+		if off, err := strconv.Atoi(f[2]); err == nil {
+			if f[1] == "-" {
+				off = -off
+			}
+			base += off
+		}
+	}
+	return base
 }
 
 // without leaves out the tables iptables-save showed.

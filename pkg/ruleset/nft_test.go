@@ -146,3 +146,26 @@ func TestNativeNAT(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeDrop: kube-proxy's nftables mode rejects a new connection to
+// a Service without endpoints in its filter chains, through the element of
+// its no-endpoint-services map that names the Service in a comment; the
+// reject is named, reached by that element.
+func TestNativeDrop(t *testing.T) {
+	rs := loadWithNative(t, "no-endpoints-nft-n1")
+	a := rs.Drop("OUTPUT", pkt("10.98.5.1:40000", "10.96.0.50:80", "", "n0"))
+	if a == nil || a.Rule == nil {
+		t.Fatalf("attribution %+v", a)
+	}
+	if a.Table != "kube-proxy" || a.Rule.Chain != "reject-chain" || a.Rule.Target != "REJECT" {
+		t.Errorf("named %s %s %q (%s)", a.Table, a.Rule.Chain, a.Rule.Text, a.Rule.Target)
+	}
+	const element = `ip daddr . meta l4proto . th dport vmap @no-endpoint-services, element 10.96.0.50 . tcp . 80 comment "default/web:80" : goto reject-chain`
+	// The element's goto replaced the chain the filter chain jumped to.
+	if len(a.Via) != 1 || a.Via[0].Text != element || a.Via[0].Comment != "default/web:80" {
+		t.Errorf("via %+v, want %q", a.Via, element)
+	}
+	if b := rs.Drop("OUTPUT", pkt("10.98.5.1:40000", "10.96.0.51:80", "", "n0")); b != nil {
+		t.Errorf("a drop attributed for another address: %+v", b.Rule)
+	}
+}

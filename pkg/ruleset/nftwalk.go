@@ -25,8 +25,10 @@ type nativeRule struct {
 type nativeTable struct {
 	name  string
 	rules []nativeRule
-	// hooks are its nat base chains by hook; policies its base chains'.
+	// hooks are its nat base chains by hook, filters its filter base
+	// chains (in priority order); policies its base chains'.
 	hooks    map[string]string
+	filters  map[string][]prioritized
 	policies map[string]string
 	maps     map[string]string // verdict maps' elements, as listed
 }
@@ -39,7 +41,13 @@ var nftHooks = map[string]string{"prerouting": "PREROUTING", "input": "INPUT", "
 func (n *Native) walkable() map[string]*Table {
 	out := map[string]*Table{}
 	for _, nt := range n.tables {
-		t := &Table{Name: nt.name, Chains: map[string]*Chain{}, Hooks: nt.hooks}
+		t := &Table{Name: nt.name, Chains: map[string]*Chain{}, Hooks: nt.hooks, Filters: map[string][]string{}}
+		for hook, chains := range nt.filters {
+			sort.SliceStable(chains, func(i, j int) bool { return chains[i].priority < chains[j].priority })
+			for _, c := range chains {
+				t.Filters[hook] = append(t.Filters[hook], c.chain)
+			}
+		}
 		for chain, policy := range nt.policies {
 			t.Chains[chain] = &Chain{Name: chain, Policy: policy}
 		}
@@ -49,12 +57,21 @@ func (n *Native) walkable() map[string]*Table {
 				c = &Chain{Name: nr.chain}
 				t.Chains[nr.chain] = c
 			}
-			for _, opts := range translate(nr.body, nt.maps) {
-				r, err := parseRule(nt.name, "-A "+quoteWord(nr.chain)+" "+opts)
+			for _, tr := range translate(nr.body, nt.maps) {
+				r, err := parseRule(nt.name, "-A "+quoteWord(nr.chain)+" "+tr.opts)
 				if err != nil {
 					r = &Rule{Table: nt.name, Chain: nr.chain, matches: []match{{kind: matchOpaque, text: nr.body}}}
 				}
 				r.Position, r.Text, r.Comment = nr.position, nr.body, nativeComment(nr.body)
+				if tr.element != "" {
+					// One element of a named map: the rule is named with it,
+					// and a comment on it (kube-proxy names the Service there)
+					// is the rule's.
+					r.Text += ", element " + tr.element
+					if c := nativeComment(tr.element); c != "" {
+						r.Comment = c
+					}
+				}
 				c.Rules = append(c.Rules, r)
 			}
 		}
@@ -66,9 +83,13 @@ func (n *Native) walkable() map[string]*Table {
 // quoteWord quotes a word for tokens.
 func quoteWord(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
 
+// translation is one iptables rule a native rule becomes: its options,
+// and the element of a named verdict map it stands for.
+type translation struct{ opts, element string }
+
 // translate turns a native rule's body into the iptables options of the
 // rules that match the same packets.
-func translate(body string, maps map[string]string) []string {
+func translate(body string, maps map[string]string) []translation {
 	comment := ""
 	if c := nativeComment(body); c != "" {
 		body = strings.TrimSpace(strings.Replace(body, `comment "`+c+`"`, "", 1))
@@ -77,17 +98,19 @@ func translate(body string, maps map[string]string) []string {
 	if key, elems, ok := strings.Cut(body, " vmap "); ok {
 		return translateVmap(key, elems, maps, comment)
 	}
-	return []string{translateStatements(strings.Fields(body)) + comment}
+	return []translation{{opts: translateStatements(strings.Fields(body)) + comment}}
 }
 
-// translateVmap expands a verdict map: kube-proxy's service map (address,
-// protocol, port) and its endpoint choice (numgen random mod N).
-func translateVmap(key, elems string, maps map[string]string, comment string) []string {
+// translateVmap expands a verdict map: kube-proxy's service maps (address,
+// protocol, port: service-ips, no-endpoint-services) and its endpoint
+// choice (numgen random mod N). An element's comment is its rule's.
+func translateVmap(key, elems string, maps map[string]string, comment string) []translation {
+	named := false
 	if name, ok := strings.CutPrefix(elems, "@"); ok {
-		elems = maps[name]
+		elems, named = maps[name], true
 	}
 	elems = strings.Trim(strings.TrimSpace(elems), "{}")
-	var out []string
+	var out []translation
 	var entries [][2]string
 	for _, e := range strings.Split(elems, ",") {
 		k, v, ok := strings.Cut(e, " : ")
@@ -97,21 +120,36 @@ func translateVmap(key, elems string, maps map[string]string, comment string) []
 	}
 	for i, e := range entries {
 		verdict := translateStatements(strings.Fields(e[1]))
-		switch parts := strings.Split(e[0], " . "); {
+		elementComment := comment
+		k := e[0]
+		if c := nativeComment(k); c != "" {
+			k = strings.TrimSpace(strings.Replace(k, `comment "`+c+`"`, "", 1))
+			elementComment = " -m comment --comment " + quoteWord(c)
+		}
+		var opts string
+		switch parts := strings.Split(k, " . "); {
 		case key == "ip daddr . meta l4proto . th dport" && len(parts) == 3:
-			out = append(out, fmt.Sprintf("-d %s -p %s -m %s --dport %s %s%s", parts[0], parts[1], parts[1], parts[2], verdict, comment))
+			opts = fmt.Sprintf("-d %s -p %s -m %s --dport %s %s%s", parts[0], parts[1], parts[1], parts[2], verdict, elementComment)
 		case strings.HasPrefix(key, "numgen random mod "):
+			opts = verdict + elementComment
 			if left := len(entries) - i; left > 1 {
-				out = append(out, fmt.Sprintf("-m statistic --mode random --probability %.11f %s%s", 1/float64(left), verdict, comment))
-			} else {
-				out = append(out, verdict+comment)
+				opts = fmt.Sprintf("-m statistic --mode random --probability %.11f %s%s", 1/float64(left), verdict, elementComment)
 			}
 		default:
-			out = append(out, fmt.Sprintf("-m nft --expr %s %s%s", quoteWord(key+" "+e[0]), verdict, comment))
+			opts = fmt.Sprintf("-m nft --expr %s %s%s", quoteWord(key+" "+k), verdict, elementComment)
 		}
+		t := translation{opts: opts}
+		if named {
+			t.element = e[0] + " : " + e[1]
+		}
+		out = append(out, t)
 	}
 	return out
 }
+
+// verdictWords begin the statements that end a native rule's matches.
+var verdictWords = map[string]bool{"jump": true, "goto": true, "return": true, "accept": true, "drop": true, "reject": true,
+	"dnat": true, "snat": true, "masquerade": true, "counter": true}
 
 // translateStatements translates a rule's matches and statement.
 func translateStatements(f []string) string {
@@ -150,8 +188,9 @@ func translateStatements(f []string) string {
 				opt = "-g"
 			}
 			b, i = append(b, opt+" "+quoteWord(f[i+1])), i+1
-		case f[i] == "return" || f[i] == "accept" || f[i] == "drop":
-			b = append(b, "-j "+strings.ToUpper(f[i]))
+		case f[i] == "return" || f[i] == "accept" || f[i] == "drop" || f[i] == "reject":
+			// reject's "with ..." says what it answers, not whether.
+			b, i = append(b, "-j "+strings.ToUpper(f[i])), len(f)
 		case rest >= 3 && (f[i] == "dnat" || f[i] == "snat") && f[i+1] == "to":
 			opt := "DNAT --to-destination "
 			if f[i] == "snat" {
@@ -162,8 +201,14 @@ func translateStatements(f []string) string {
 			b, i = append(b, "-j MASQUERADE"), len(f)
 		case f[i] == "counter":
 		default:
-			unknown(f[i:]...)
-			i = len(f)
+			// A match not known here (ct state new, a set lookup) is one the
+			// walk cannot settle; the statement after it still counts.
+			end := i + 1
+			for end < len(f) && !verdictWords[f[end]] {
+				end++
+			}
+			unknown(f[i:end]...)
+			i = end - 1
 		}
 	}
 	return strings.Join(b, " ")

@@ -39,6 +39,9 @@ type Table struct {
 	// Hooks are a native nftables table's nat base chains by hook (an
 	// iptables table's are named by their hooks).
 	Hooks map[string]string
+	// Filters are a native table's filter base chains by hook, in the
+	// order of their priorities.
+	Filters map[string][]string
 }
 
 // Chain is a built-in or user chain.

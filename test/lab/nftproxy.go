@@ -10,10 +10,26 @@ import (
 // own, "ip kube-proxy", where a verdict map sends each Service address,
 // protocol and port to the Service's chain, which picks an endpoint chain
 // (numgen), which DNATs; packets marked on the way are masqueraded at
-// POSTROUTING. The layout and names follow kube-proxy's (service-HASH-
-// namespace/name/protocol/port, endpoint-HASH-...__address/port).
+// POSTROUTING. Its filter chains reject a new connection to a Service
+// without endpoints, through another verdict map whose elements carry the
+// Service in a comment. The layout and names follow kube-proxy's
+// (service-HASH-namespace/name/protocol/port,
+// endpoint-HASH-...__address/port).
 type nftProxy struct {
 	services []nftService
+}
+
+// KubeProxyNftables is kube-proxy's nftables table for one Service,
+// default/name at clusterIP:port (its port named as its number), with its
+// endpoints (ip:port); with none, the Service has no endpoints and
+// kube-proxy rejects connections to it.
+func KubeProxyNftables(name, clusterIP, port string, endpoints ...string) string {
+	s := nftService{name: name, clusterIP: clusterIP, port: port}
+	for _, ep := range endpoints {
+		ip, port, _ := strings.Cut(ep, ":")
+		s.endpoints = append(s.endpoints, endpoint{ip, port})
+	}
+	return nftProxy{services: []nftService{s}}.String()
 }
 
 // nftService is one Service. external, when set, is a load-balancer
@@ -42,8 +58,12 @@ func (s nftService) endpointChain(ep endpoint) string {
 func (p nftProxy) String() string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	var elements []string
+	var elements, noEndpoints []string
 	for _, s := range p.services {
+		if len(s.endpoints) == 0 {
+			noEndpoints = append(noEndpoints, fmt.Sprintf("%s . tcp . %s comment %q : goto reject-chain", s.clusterIP, s.port, "default/"+s.name+":"+s.port))
+			continue
+		}
 		elements = append(elements, fmt.Sprintf("%s . tcp . %s : goto %s", s.clusterIP, s.port, s.chain("service")))
 		if s.external != "" {
 			elements = append(elements, fmt.Sprintf("%s . tcp . %s : goto %s", s.external, s.port, s.chain("external")))
@@ -51,11 +71,13 @@ func (p nftProxy) String() string {
 	}
 	w("table ip kube-proxy {")
 	w("\tcomment \"rules for kube-proxy\"")
-	w("\tmap service-ips {")
-	w("\t\ttype ipv4_addr . inet_proto . inet_service : verdict")
-	w("\t\tcomment \"ClusterIP, ExternalIP and LoadBalancer IP traffic\"")
-	w("\t\telements = { %s }", strings.Join(elements, ", "))
-	w("\t}")
+	verdictMap(w, "service-ips", "ClusterIP, ExternalIP and LoadBalancer IP traffic", elements)
+	verdictMap(w, "no-endpoint-services", "vmap to drop or reject packets to services with no endpoints", noEndpoints)
+	w("\tchain filter-output {\n\t\ttype filter hook output priority filter; policy accept;\n\t\tct state new jump service-endpoints-check\n\t}")
+	w("\tchain filter-forward {\n\t\ttype filter hook forward priority filter; policy accept;\n\t\tct state new jump service-endpoints-check\n\t}")
+	w("\tchain filter-input {\n\t\ttype filter hook input priority filter; policy accept;\n\t\tct state new jump service-endpoints-check\n\t}")
+	w("\tchain service-endpoints-check {\n\t\tip daddr . meta l4proto . th dport vmap @no-endpoint-services\n\t}")
+	w("\tchain reject-chain {\n\t\tcomment \"helper for @no-endpoint-services / @no-endpoint-nodeports\"\n\t\treject\n\t}")
 	w("\tchain nat-prerouting {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\tjump services\n\t}")
 	w("\tchain nat-output {\n\t\ttype nat hook output priority -100; policy accept;\n\t\tjump services\n\t}")
 	w("\tchain nat-postrouting {\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\tjump masquerading\n\t}")
@@ -67,6 +89,9 @@ func (p nftProxy) String() string {
 	w("\t}")
 	w("\tchain services {\n\t\tip daddr . meta l4proto . th dport vmap @service-ips\n\t}")
 	for _, s := range p.services {
+		if len(s.endpoints) == 0 {
+			continue
+		}
 		w("\tchain %s {", s.chain("service"))
 		if s.masqOffCluster {
 			w("\t\tip daddr %s tcp dport %s ip saddr != %s jump mark-for-masquerade", s.clusterIP, s.port, ClusterCIDR)
@@ -96,6 +121,18 @@ func (p nftProxy) String() string {
 	}
 	w("}")
 	return b.String()
+}
+
+// verdictMap writes a map of address, protocol and port to verdicts; an
+// empty map has no elements line.
+func verdictMap(w func(string, ...any), name, comment string, elements []string) {
+	w("\tmap %s {", name)
+	w("\t\ttype ipv4_addr . inet_proto . inet_service : verdict")
+	w("\t\tcomment %q", comment)
+	if len(elements) > 0 {
+		w("\t\telements = { %s }", strings.Join(elements, ", "))
+	}
+	w("\t}")
 }
 
 // nftRestore loads an nft script in a namespace.
