@@ -24,10 +24,14 @@ have depmod || need+=(kmod)
 # The reference CNI plugins (bridge, host-local, portmap), which the tests
 # call through libcni as a container runtime does.
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
-# flannel's store, for the test that runs flanneld itself. The package's
-# service is not started here (no init system runs it).
+# flannel's store, for the test that runs flanneld itself; containerd and
+# runc, for the test that runs pod sandboxes through containerd's CRI
+# plugin. Their packages' services are not started here (no init system
+# runs them); the tests run their own, in a lab namespace.
 have etcd || need+=(etcd-server)
 have etcdctl || need+=(etcd-client)
+have containerd || need+=(containerd)
+have runc || need+=(runc)
 if [ "${1:-}" = bench ]; then
 	have iperf3 || need+=(iperf3)
 	have tcpdump || need+=(tcpdump)

@@ -17,15 +17,34 @@ var CNICacheDir = "/var/lib/cni/results"
 
 // cniCacheEntry is the part of libcni's cache file (its cachedInfo) that
 // names a pod, and the addresses the plugins gave it (the result's ips).
+// libcni before v1.1 (containerd 1.6's) writes no netns: the result's
+// interface inside the sandbox names it.
 type cniCacheEntry struct {
 	Kind    string      `json:"kind"`
 	NetNS   string      `json:"netns"`
 	CNIArgs [][2]string `json:"cniArgs"`
 	Result  struct {
+		Interfaces []struct {
+			Sandbox string `json:"sandbox"`
+		} `json:"interfaces"`
 		IPs []struct {
 			Address string `json:"address"`
 		} `json:"ips"`
 	} `json:"result"`
+}
+
+// netns is the sandbox's namespace path: the entry's, else the one its
+// result's interfaces are in.
+func (c *cniCacheEntry) netns() string {
+	if c.NetNS != "" {
+		return c.NetNS
+	}
+	for _, i := range c.Result.Interfaces {
+		if i.Sandbox != "" {
+			return i.Sandbox
+		}
+	}
+	return ""
 }
 
 // cniPod is a Kubernetes pod found in libcni's cache.
@@ -47,16 +66,18 @@ func cniPods() []cniPod {
 			continue
 		}
 		var c cniCacheEntry
-		if json.Unmarshal(b, &c) != nil || c.Kind != "cniCacheV1" || c.NetNS == "" {
+		if json.Unmarshal(b, &c) != nil || c.Kind != "cniCacheV1" || c.netns() == "" {
 			continue
 		}
-		pod := cniPod{name: podName(c.CNIArgs), netns: c.NetNS}
+		pod := cniPod{name: podName(c.CNIArgs), netns: c.netns()}
 		if pod.name == "" {
 			continue
 		}
-		pod.inode, _ = inode(c.NetNS)
+		pod.inode, _ = inode(pod.netns)
 		for _, ip := range c.Result.IPs {
-			if p, err := netip.ParsePrefix(ip.Address); err == nil {
+			// containerd sets up each sandbox's lo through libcni too: its
+			// 127.0.0.1 is every pod's.
+			if p, err := netip.ParsePrefix(ip.Address); err == nil && !p.Addr().IsLoopback() {
 				pod.addrs = append(pod.addrs, p.Addr())
 			}
 		}

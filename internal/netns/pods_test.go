@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 )
 
@@ -23,9 +25,11 @@ func TestPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Any file stands for a namespace: it is found by its inode.
-	ns := filepath.Join(dir, "cni-1234")
-	if err := os.WriteFile(ns, nil, 0o600); err != nil {
-		t.Fatal(err)
+	ns, ns2 := filepath.Join(dir, "cni-1234"), filepath.Join(dir, "cni-5678")
+	for _, f := range []string{ns, ns2} {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	entry := func(file, kind, netns, args string, ips ...string) {
 		result := `{"cniVersion": "1.0.0", "ips": [`
@@ -40,6 +44,13 @@ func TestPods(t *testing.T) {
 	entry("cbr0-abc-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"], ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "checkout-7d9f"]]`,
 		"10.88.7.3/24", "fd00:88::3/64")
 	entry("podman-def-eth0", "cniCacheV1", ns, `[["IgnoreUnknown", "1"]]`, "10.88.7.9/24")
+	// containerd 1.6's libcni: no netns field, the sandbox's interface
+	// names it; and the sandbox's lo, whose address is no pod's.
+	loopback := `{"kind": "cniCacheV1", "networkName": "cni-loopback", "cniArgs": [["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "cart"]],
+		"result": {"interfaces": [{"name": "lo", "sandbox": %q}], "ips": [{"interface": 0, "address": "127.0.0.1/8"}]}}`
+	if err := os.WriteFile(filepath.Join(CNICacheDir, "cni-loopback-ghi-lo"), fmt.Appendf(nil, loopback, ns2), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// Read before the live pod's entry, which takes 10.88.7.3 from it.
 	entry("cbr0-a-gone-eth0", "cniCacheV1", filepath.Join(dir, "gone"), `[["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "gone"]]`,
 		"10.88.7.2/24", "10.88.7.3/24")
@@ -51,9 +62,15 @@ func TestPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ino2, err := inode(ns2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := Pods()
-	if len(got) != 1 || got[0].Name != "pod:shop/checkout-7d9f" || got[0].Inode != ino || got[0].Path != ns {
-		t.Fatalf("pods %+v, want pod:shop/checkout-7d9f at inode %d", got, ino)
+	want := []Target{{Name: "pod:shop/checkout-7d9f", Path: ns, Inode: ino}, {Name: "pod:shop/cart", Path: ns2, Inode: ino2}}
+	sort.Slice(got, func(i, j int) bool { return got[i].Name > got[j].Name })
+	if !slices.Equal(got, want) {
+		t.Fatalf("pods %+v, want %+v", got, want)
 	}
 	// The pod's name wins over the runtime's name for its namespace.
 	n := NewNamer([]Target{{Name: "cni-1234", Path: ns, Inode: ino}})
@@ -61,12 +78,12 @@ func TestPods(t *testing.T) {
 		t.Errorf("named %q", name)
 	}
 	_, addrs := n.PodAddresses()
-	want := map[netip.Addr]string{
+	wantAddrs := map[netip.Addr]string{
 		netip.MustParseAddr("10.88.7.3"):  "shop/checkout-7d9f",
 		netip.MustParseAddr("fd00:88::3"): "shop/checkout-7d9f",
 		netip.MustParseAddr("10.88.7.2"):  "shop/gone",
 	}
-	if !maps.Equal(addrs, want) {
-		t.Errorf("pod addresses %v, want %v", addrs, want)
+	if !maps.Equal(addrs, wantAddrs) {
+		t.Errorf("pod addresses %v, want %v", addrs, wantAddrs)
 	}
 }

@@ -1,0 +1,273 @@
+package test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/lab"
+)
+
+// sandboxImage is the pod sandbox image the test builds (nothing can be
+// pulled here): busybox, sleeping, in the pause container's place.
+const sandboxImage = "nettrace.test/pause:1"
+
+// containerd is Debian's containerd, run in a node namespace with its CRI
+// plugin, as the kubelet's runtime: pod sandboxes' networks are set up by
+// the CNI plugins (bridge, host-local, portmap) in that namespace, each
+// pod's namespace is /run/netns/cni-UUID, and its libcni keeps its results
+// where a node's runtime does (/var/lib/cni/results), until the sandbox
+// is removed.
+type containerd struct {
+	node string
+	cri  runtime.RuntimeServiceClient
+}
+
+func newContainerd(t *testing.T) *containerd {
+	t.Helper()
+	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("needs %s (Debian packages containerd and runc: make deps installs them): %v", tool, err)
+		}
+	}
+	for _, plugin := range []string{"bridge", "host-local", "portmap"} {
+		if _, err := os.Stat(filepath.Join(cniPluginDir, plugin)); err != nil {
+			t.Fatalf("needs the CNI plugin %s (Debian package containernetworking-plugins): %v", plugin, err)
+		}
+	}
+	// containerd and runc keep shim sockets and fifos under /run/containerd,
+	// and libcni its cache under /var/lib/cni, whatever the configuration
+	// says: gone at the end when the test made them (after containerd
+	// stopped: cleanups run last first).
+	for _, d := range []string{"/run/containerd", "/var/lib/cni"} {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			t.Cleanup(func() { os.RemoveAll(d) })
+		}
+	}
+	node := newNetns(t, "cri-node")
+	dir := t.TempDir()
+	netd := filepath.Join(dir, "net.d")
+	write(t, filepath.Join(netd, "10-nettrace.conflist"), fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "nettrace-cri", "plugins": [
+		{"type": "bridge", "bridge": "ntcri0", "isGateway": true,
+		 "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.9.0/24"}]], "dataDir": %q}},
+		{"type": "portmap", "capabilities": {"portMappings": true}}]}`, filepath.Join(dir, "ipam")))
+	sock := filepath.Join(dir, "containerd.sock")
+	config := filepath.Join(dir, "config.toml")
+	write(t, config, fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  # Our machines' root may not lower an OOM score (no CAP_SYS_RESOURCE
+  # here): a sandbox keeps containerd's own, as rootless setups do.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    Root = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, filepath.Join(dir, "opt"), sandboxImage, cniPluginDir, netd, filepath.Join(dir, "runc")))
+	c := &containerd{node: node}
+	logPath := filepath.Join(dir, "containerd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nsenter, not ip netns exec: that mounts a sysfs of the namespace's
+	// own over /sys, which hides the cgroup mounts runc needs.
+	cmd := exec.Command("nsenter", "--net="+filepath.Join(netns.RunDir, node), "containerd", "--config", config)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start containerd: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(lab.Patience):
+			cmd.Process.Kill()
+			<-done
+		}
+		logFile.Close()
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			t.Logf("containerd's log (its end):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+	archive := filepath.Join(dir, "pause.tar")
+	writeSandboxImage(t, archive)
+	for deadline := time.Now().Add(lab.Patience); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command("ctr", "--address", sock, "--namespace", "k8s.io", "images", "import", archive).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ctr images import: %v\n%s", err, out)
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c.cri = runtime.NewRuntimeServiceClient(conn)
+	return c
+}
+
+// write writes a file, its directory made.
+func write(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeSandboxImage writes an OCI image archive whose one layer is
+// Debian's static busybox, and whose entrypoint sleeps: what a pause
+// container does, for `ctr images import`.
+func writeSandboxImage(t *testing.T, path string) {
+	t.Helper()
+	busybox, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatalf("needs /bin/busybox (Debian package busybox-static): %v", err)
+	}
+	var layer bytes.Buffer
+	lw := tar.NewWriter(&layer)
+	lw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755})
+	lw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(busybox))})
+	lw.Write(busybox)
+	lw.Close()
+	blobs := map[string][]byte{}
+	blob := func(b []byte) string {
+		d := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
+		blobs[d] = b
+		return d
+	}
+	layerDigest := blob(layer.Bytes())
+	config, _ := json.Marshal(map[string]any{
+		"architecture": "amd64", "os": "linux",
+		"config": map[string]any{"Entrypoint": []string{"/bin/busybox", "sleep", "2147483647"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+	})
+	configDigest := blob(config)
+	manifest, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": configDigest, "size": len(config)},
+		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layer.Len()}},
+	})
+	manifestDigest := blob(manifest)
+	index, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"manifests": []any{map[string]any{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifestDigest, "size": len(manifest),
+			"annotations": map[string]string{"io.containerd.image.name": sandboxImage, "org.opencontainers.image.ref.name": "1"}}},
+	})
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	add := func(name string, b []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b))})
+		tw.Write(b)
+	}
+	add("oci-layout", []byte(`{"imageLayoutVersion": "1.0.0"}`))
+	add("index.json", index)
+	for d, b := range blobs {
+		add("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), b)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runPod runs a pod sandbox, as the kubelet does for pod namespace/name,
+// removed at the test's end; it returns the pod's address.
+func (c *containerd) runPod(t *testing.T, namespace, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), lab.Patience)
+	defer cancel()
+	run, err := c.cri.RunPodSandbox(ctx, &runtime.RunPodSandboxRequest{Config: &runtime.PodSandboxConfig{
+		Metadata: &runtime.PodSandboxMetadata{Name: name, Namespace: namespace, Uid: randomUUID(t)},
+		Hostname: name,
+		Linux:    &runtime.LinuxPodSandboxConfig{},
+	}})
+	if err != nil {
+		t.Fatalf("RunPodSandbox %s/%s: %v", namespace, name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), lab.Patience)
+		defer cancel()
+		if _, err := c.cri.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: run.PodSandboxId}); err != nil {
+			t.Errorf("StopPodSandbox: %v", err)
+		}
+		if _, err := c.cri.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: run.PodSandboxId}); err != nil {
+			t.Errorf("RemovePodSandbox: %v", err)
+		}
+	})
+	st, err := c.cri.PodSandboxStatus(ctx, &runtime.PodSandboxStatusRequest{PodSandboxId: run.PodSandboxId})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus: %v", err)
+	}
+	ip := st.GetStatus().GetNetwork().GetIp()
+	if ip == "" {
+		t.Fatalf("the pod sandbox has no address: %+v", st.GetStatus())
+	}
+	return ip
+}
+
+// TestPodNamesWithContainerd: a pod sandbox run by containerd's CRI
+// plugin, as the kubelet runs one, is named after its pod
+// (pod:NAMESPACE/NAME) from the CNI results containerd's libcni keeps,
+// with no runtime socket asked: in events, and in the finding, which
+// names the pod by its namespace and by its address.
+func TestPodNamesWithContainerd(t *testing.T) {
+	c := newContainerd(t)
+	ip := c.runPod(t, "shop", "cart-5f7b")
+	const name = "pod:shop/cart-5f7b"
+	recording := filepath.Join(t.TempDir(), "containerd.ntrace")
+	w := startWatch(t, "-w", recording, "--netns", "all", "host "+ip)
+	// Nothing listens in the sandbox: its kernel answers with a reset.
+	if err := dial(t, c.node, "", ip+":9", 2*time.Second); err == nil {
+		t.Fatal("connected to a port nothing listens on")
+	}
+	w.await(t, "an event in the pod's namespace", 1, func(e output.JSONEvent) bool { return e.Netns == name })
+	tr := w.stop(t)
+	for _, e := range tr.events {
+		if strings.HasPrefix(e.Netns, "cni-") {
+			t.Errorf("an event names the pod's namespace %s, not %s: %+v", e.Netns, name, e)
+		}
+	}
+	if len(tr.explanations) != 1 || !strings.Contains(tr.explanations[0].Summary, "reached "+name) {
+		t.Fatalf("findings %+v, want one naming %s", tr.explanations, name)
+	}
+	requireSameReplay(t, recording, tr)
+	t.Log(tr.explanations[0].Summary)
+}
