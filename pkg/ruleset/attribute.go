@@ -404,14 +404,21 @@ func (w *walker) run(stack []frame) (verdict, bool) {
 func (w *walker) branches(r *Rule, s settled) []bool {
 	switch {
 	case s == yes:
-		return []bool{true}
+		return matchedOnly
 	case s == no:
-		return []bool{false}
+		return unmatchedOnly
 	case w.unmarkedMatches(r) == no:
-		return []bool{false, true}
+		return unmatchedFirst
 	}
-	return []bool{true, false}
+	return matchedFirst
 }
+
+var (
+	matchedOnly    = []bool{true}
+	unmatchedOnly  = []bool{false}
+	matchedFirst   = []bool{true, false}
+	unmatchedFirst = []bool{false, true}
+)
 
 // unmarkedMatches settles a rule whose only unsure matches are of the
 // mark as if the unknown bits were clear; unsure for any other rule.
