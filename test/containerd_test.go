@@ -19,7 +19,6 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
-	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
@@ -258,13 +257,7 @@ func TestPodNamesWithContainerd(t *testing.T) {
 	if err := dial(t, c.node, "", ip+":9", 2*time.Second); err == nil {
 		t.Fatal("connected to a port nothing listens on")
 	}
-	w.await(t, "an event in the pod's namespace", 1, func(e output.JSONEvent) bool { return e.Netns == name })
-	tr := w.stop(t)
-	for _, e := range tr.events {
-		if strings.HasPrefix(e.Netns, "cni-") {
-			t.Errorf("an event names the pod's namespace %s, not %s: %+v", e.Netns, name, e)
-		}
-	}
+	tr := requirePodNamed(t, w, name)
 	if len(tr.explanations) != 1 || !strings.Contains(tr.explanations[0].Summary, "reached "+name) {
 		t.Fatalf("findings %+v, want one naming %s", tr.explanations, name)
 	}

@@ -244,30 +244,10 @@ func TestSNATMissingWithFlannel(t *testing.T) {
 				"--netns", a.ns, "--netns", b.ns, "--netns", web.netns)
 			err := dial(t, a.ns, "", clusterIP+":80", 4*time.Second)
 			tr := w.stop(t)
-			if !stale {
-				if err != nil {
-					t.Fatalf("the pod behind the Service was not reached: %v", err)
-				}
-				if len(tr.explanations) > 0 {
-					t.Errorf("findings on flannel's clean ruleset: %+v", tr.explanations)
-				}
+			x, ok := twinFinding(t, tr, err, stale, "snat-missing-on-tunnel")
+			if !ok {
 				return
 			}
-			if err == nil {
-				t.Fatal("connected past the stale RETURN")
-			}
-			var xs []output.JSONExplanation
-			for _, x := range tr.explanations {
-				if x.Rule != "snat-missing-on-tunnel" {
-					t.Errorf("unexpected finding %s: %s", x.Rule, x.Summary)
-					continue
-				}
-				xs = append(xs, x)
-			}
-			if len(xs) != 1 {
-				t.Fatalf("findings %+v, want snat-missing-on-tunnel once (dial: %v)", tr.explanations, err)
-			}
-			x := xs[0]
 			for _, want := range []string{"DNATed to " + web.ip + ":8080 (pod shop/web-5d8c)", "flannel.1", "IP_RPFILTER"} {
 				if !strings.Contains(x.Summary, want) {
 					t.Errorf("the finding does not say %q: %s", want, x.Summary)

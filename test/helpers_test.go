@@ -402,6 +402,44 @@ func requireBestMethods(t *testing.T, log []byte, forced map[string]string) {
 	}
 }
 
+// twinFinding checks a run of a fault or of its healthy twin, whose
+// connection attempt returned dialErr: the twin connects and explains
+// nothing (ok false: nothing more to check); the fault does not connect
+// and gives one finding, of rule, returned.
+func twinFinding(t *testing.T, tr trace, dialErr error, fault bool, rule string) (x output.JSONExplanation, ok bool) {
+	t.Helper()
+	if !fault {
+		if dialErr != nil {
+			t.Fatalf("the healthy twin did not connect: %v", dialErr)
+		}
+		if len(tr.explanations) > 0 {
+			t.Errorf("findings on the healthy twin: %+v", tr.explanations)
+		}
+		return x, false
+	}
+	if dialErr == nil {
+		t.Fatal("connected despite the fault")
+	}
+	if len(tr.explanations) != 1 || tr.explanations[0].Rule != rule {
+		t.Fatalf("findings %+v, want %s once (dial: %v)", tr.explanations, rule, dialErr)
+	}
+	return tr.explanations[0], true
+}
+
+// requirePodNamed requires the events of a pod's namespace to name it
+// after the pod (pod:NAMESPACE/NAME), none after the runtime's cni-UUID.
+func requirePodNamed(t *testing.T, w *watch, name string) trace {
+	t.Helper()
+	w.await(t, "an event in the pod's namespace", 1, func(e output.JSONEvent) bool { return e.Netns == name })
+	tr := w.stop(t)
+	for _, e := range tr.events {
+		if strings.HasPrefix(e.Netns, "cni-") {
+			t.Errorf("an event names the pod's namespace %s, not %s: %+v", e.Netns, name, e)
+		}
+	}
+	return tr
+}
+
 // find returns the events that satisfy pred.
 func find(events []output.JSONEvent, pred func(e output.JSONEvent) bool) []output.JSONEvent {
 	var out []output.JSONEvent

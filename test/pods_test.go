@@ -149,13 +149,7 @@ func TestPodNamesFromCNICache(t *testing.T) {
 	if err := dial(t, n.node, "", pod.ip+":9", 2*time.Second); err == nil {
 		t.Fatal("connected to a port nothing listens on")
 	}
-	w.await(t, "an event in the pod's namespace", 1, func(e output.JSONEvent) bool { return e.Netns == name })
-	tr := w.stop(t)
-	for _, e := range tr.events {
-		if strings.HasPrefix(e.Netns, "cni-") {
-			t.Errorf("an event names the pod's namespace %s, not %s: %+v", e.Netns, name, e)
-		}
-	}
+	tr := requirePodNamed(t, w, name)
 	found := false
 	for _, x := range tr.explanations {
 		found = found || strings.Contains(x.Summary, name)
@@ -196,38 +190,22 @@ func TestStaleHostPortWithCNIPlugins(t *testing.T) {
 			// for the neighbour: the drop that explains it comes 3 s later.
 			err := dial(t, n.node, "", node, 6*time.Second)
 			tr := w.stop(t)
-			if !stale {
-				if err != nil {
-					t.Fatalf("the live pod was not reached: %v", err)
-				}
-				if len(tr.explanations) > 0 {
-					t.Errorf("findings on a clean removal: %+v", tr.explanations)
-				}
+			x, ok := twinFinding(t, tr, err, stale, "dnat-to-dead-endpoint")
+			if !ok {
 				return
 			}
-			if err == nil {
-				t.Fatal("connected through the stale hostPort chain")
-			}
-			var xs []output.JSONExplanation
-			for _, x := range tr.explanations {
-				if x.Rule != "dnat-to-dead-endpoint" {
-					t.Errorf("unexpected finding %s: %s", x.Rule, x.Summary)
-					continue
-				}
-				xs = append(xs, x)
-			}
-			if len(xs) != 1 || !strings.Contains(xs[0].Summary, "SYN to "+node+" was DNATed to "+deadIP+":443") {
-				t.Fatalf("findings %+v, want dnat-to-dead-endpoint to %s (dial: %v)", tr.explanations, deadIP, err)
+			if !strings.Contains(x.Summary, "SYN to "+node+" was DNATed to "+deadIP+":443") {
+				t.Fatalf("the finding names another DNAT than to %s: %s", deadIP, x.Summary)
 			}
 			r := labRun{family: lab.IPv4}
-			r.namedRule(t, xs[0], n.node, "decided", "-j DNAT --to-destination "+deadIP+":443")
-			r.namedRule(t, xs[0], n.node, "other", "-j DNAT --to-destination "+live.ip+":443")
+			r.namedRule(t, x, n.node, "decided", "-j DNAT --to-destination "+deadIP+":443")
+			r.namedRule(t, x, n.node, "other", "-j DNAT --to-destination "+live.ip+":443")
 			// The dead pod is named by the address its stale chain still
 			// DNATs to: its cache entry outlived its namespace.
-			if want := []output.JSONPod{{Address: deadIP, Pod: "shop/ingress-old"}}; !slices.Equal(xs[0].Pods, want) {
-				t.Errorf("pods named %+v, want %+v", xs[0].Pods, want)
+			if want := []output.JSONPod{{Address: deadIP, Pod: "shop/ingress-old"}}; !slices.Equal(x.Pods, want) {
+				t.Errorf("pods named %+v, want %+v", x.Pods, want)
 			}
-			t.Log(xs[0].Summary)
+			t.Log(x.Summary)
 		})
 	}
 }
