@@ -26,8 +26,8 @@ have depmod || need+=(kmod)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 # flannel's store, for the test that runs flanneld itself; containerd and
 # runc, for the test that runs pod sandboxes through containerd's CRI
-# plugin. Their packages' services are not started here (no init system
-# runs them); the tests run their own, in a lab namespace.
+# plugin. Their packages' services are not started (see policy-rc.d
+# below); the tests run their own, in a lab namespace.
 have etcd || need+=(etcd-server)
 have etcdctl || need+=(etcd-client)
 have containerd || need+=(containerd)
@@ -44,6 +44,15 @@ if [ ${#need[@]} -gt 0 ]; then
 		exit 1
 	fi
 	echo "deps: installing ${need[*]}"
+	# Packages such as etcd-server and containerd start their service when
+	# installed; the tests run their own, in lab namespaces, and nothing may
+	# be left running on the host. policy-rc.d tells Debian's maintainer
+	# scripts not to start services (ours already has one).
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+	fi
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
@@ -38,4 +39,28 @@ func TestDroppedByNetfilter(t *testing.T) {
 		// client gave up) and dropped again: told by the first flow.
 		{"a late SYN-ACK alone", lateSYNACK(t), false, nil},
 	})
+}
+
+// TestKubeProxyWhy: a rule kube-proxy's nftables mode reached through an
+// element of one of its verdict maps says why from the map's name; any
+// other rule says nothing.
+func TestKubeProxyWhy(t *testing.T) {
+	const element = `, element 10.96.0.50 . tcp . 80 comment "default/web:80" : goto reject-chain`
+	for _, tc := range []struct {
+		via  string
+		want string
+	}{
+		{"ip daddr . meta l4proto . th dport vmap @no-endpoint-services" + element, "the Service has no endpoints"},
+		{"ip daddr . meta l4proto . th dport vmap @firewall-ips" + element, "not in the Service's loadBalancerSourceRanges"},
+		{"ip daddr . meta l4proto . th dport vmap @service-ips" + element, ""},
+		{"-A INPUT -j KUBE-FIREWALL", ""},
+	} {
+		got := kubeProxyWhy(NetfilterRule{Via: []string{tc.via}})
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.via, got, tc.want)
+		}
+		if tc.want != "" && !strings.Contains(got, "10.96.0.50 . tcp . 80") {
+			t.Errorf("%s: %q names no element", tc.via, got)
+		}
+	}
 }
