@@ -26,8 +26,12 @@ trap cleanup EXIT
 NS=()
 for ns in $(ip netns list | awk '/^ntlab-/ {print $1}'); do NS+=(--netns "$ns"); done
 
-echo "== nettrace watch --rules '$FILTER' (lab namespaces)"
-"$NETTRACE" watch --rules "${NS[@]}" --ready-file "$OUT/ready" --duration 60s "$FILTER" &
+# The lab's pods are set up through libcni, whose cache (kept apart from
+# the host's /var/lib/cni) names them after their Kubernetes pods.
+CNI_CACHE=/run/nettrace-lab/cni/results
+
+echo "== nettrace watch --rules --cni-cache $CNI_CACHE '$FILTER' (lab namespaces)"
+"$NETTRACE" watch --rules --cni-cache "$CNI_CACHE" "${NS[@]}" --ready-file "$OUT/ready" --duration 60s "$FILTER" &
 WATCH=$!
 for _ in $(seq 200); do [ -f "$OUT/ready" ] && break; sleep 0.1; done
 [ -f "$OUT/ready" ] || { echo "demo: nettrace did not attach" >&2; exit 1; }

@@ -55,7 +55,7 @@ func (r labRun) inLab(t *testing.T) labRun {
 	for _, f := range r.flows {
 		for _, p := range f.Packets {
 			for _, s := range p.Steps {
-				if strings.HasPrefix(s.Netns, lab.Prefix) {
+				if lab.IsLabNetns(s.Netns) {
 					inLab[f.ID] = true
 				}
 			}
@@ -167,7 +167,7 @@ func noiseClients(f output.JSONFlow) map[string]bool {
 	for _, p := range f.Packets {
 		for _, s := range p.Steps {
 			t := s.Tuple
-			if s.Netns != lab.Prefix+"q1" || t == nil || t.Proto != "tcp" {
+			if s.Netns != lab.NetnsName("q1") || t == nil || t.Proto != "tcp" {
 				continue
 			}
 			switch uint16(lab.NoisePort) {

@@ -252,7 +252,8 @@ func TestPodNamesWithContainerd(t *testing.T) {
 	ip := c.runPod(t, "shop", "cart-5f7b")
 	const name = "pod:shop/cart-5f7b"
 	recording := filepath.Join(t.TempDir(), "containerd.ntrace")
-	w := startWatch(t, "-w", recording, "--netns", "all", "host "+ip)
+	// The default cache, where containerd's libcni writes.
+	w := startWatch(t, "--cni-cache", netns.CNICacheDir, "-w", recording, "--netns", "all", "host "+ip)
 	// Nothing listens in the sandbox: its kernel answers with a reset.
 	if err := dial(t, c.node, "", ip+":9", 2*time.Second); err == nil {
 		t.Fatal("connected to a port nothing listens on")

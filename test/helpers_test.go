@@ -207,9 +207,10 @@ func startWatch(t *testing.T, args ...string) *watch {
 		}
 	}
 	// --duration stops a watch the test never stopped (it hung), not one
-	// a slow machine keeps running.
+	// a slow machine keeps running. The lab's pods are named from its own
+	// libcni cache; a test's --cni-cache comes later and wins.
 	full := append([]string{"watch", "-o", "json", "--events", "--timelines", "all", "--ready-file", ready, "--duration", lab.Patience.String(),
-		"--log-level", "debug", "--log-format", "json"}, args...)
+		"--log-level", "debug", "--log-format", "json", "--cni-cache", lab.CNIResults}, args...)
 	w.cmd = exec.Command(nettraceBin, full...)
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
 	if err := w.cmd.Start(); err != nil {

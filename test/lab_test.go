@@ -30,6 +30,9 @@ type labRun struct {
 	native bool
 	// family is the scenario's: its fault, clients and servers.
 	family lab.Family
+	// hostVeths are the pods' veths' node ends, named at random by the
+	// bridge plugin, with their pods (lab.Scenario.HostVeths).
+	hostVeths map[string]string
 	// insertFailed is each lab namespace's conntrack insert failures at
 	// the end of the run (lab.ConntrackInsertFailed).
 	insertFailed map[string]uint64
@@ -121,7 +124,7 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 			t.Fatal(err)
 		}
 	}
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, insertFailed}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, sc.HostVeths, insertFailed}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -295,6 +298,7 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 		r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d "+node2+" -m comment --comment \"flanneld masq\" -j RETURN")
 		r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s "+cidr+" -d "+cidr+" -m comment --comment \"flanneld masq\" -j MASQUERADE")
 		namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "web", Address: "cluster IP"})
+		namedPods(t, xs[0], map[string]string{f.Pod2: "p2"})
 		jump := `-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`
 		if i := slices.IndexFunc(xs[0].NetfilterRules, func(n output.JSONNetfilterRule) bool {
 			return n.Role == "decided" && n.Verdict == "RETURN"
@@ -332,7 +336,7 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 		}
 		r.forbid(t, "a dropped SYN", dropped)
 		r.require(t, "SYNs queued at the listener", func(e output.JSONEvent) bool {
-			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.Prefix+"p1") && e.SYN.Listener == listener
+			return e.Point == "syn" && e.SYN.Outcome == "queued" && inNs(e, lab.NetnsName("p1")) && e.SYN.Listener == listener
 		})
 		r.healthy(t)
 		return
@@ -341,19 +345,20 @@ func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {
 		t.Fatalf("client outcomes %v, want timeouts", res)
 	}
 	syn := r.require(t, "a SYN dropped at the listener", dropped)
-	if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.Prefix+"p1") {
-		t.Errorf("syn event %+v in %s, want accept queue full at %s in %sp1", syn.SYN, syn.Netns, listener, lab.Prefix)
+	if syn.SYN.Outcome != "dropped: accept queue full" || syn.SYN.Listener != listener || !inNs(syn, lab.NetnsName("p1")) {
+		t.Errorf("syn event %+v in %s, want accept queue full at %s in %s", syn.SYN, syn.Netns, listener, lab.NetnsName("p1"))
 	}
 	if syn.SYN.AcceptMax != lab.SYNOverflowQueue || syn.SYN.AcceptQueue <= syn.SYN.AcceptMax {
 		t.Errorf("accept queue %d/%d, want more than %d queued", syn.SYN.AcceptQueue, syn.SYN.AcceptMax, lab.SYNOverflowQueue)
 	}
-	xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.Prefix+"p1",
+	xs := r.explained(t, "syn-dropped-at-listener", "SYN to "+listener, "netns "+lab.NetnsName("p1"),
 		fmt.Sprintf("accept queue full (%d/%d)", syn.SYN.AcceptQueue, lab.SYNOverflowQueue), "DNATed to "+listener)
 	if len(xs) != res[lab.TimedOut] {
 		t.Errorf("%d findings for %d timed-out clients", len(xs), res[lab.TimedOut])
 	}
 	for _, x := range xs {
 		namedService(t, x, output.JSONService{Namespace: "default", Name: "echo", Address: "node port"})
+		namedPods(t, x, map[string]string{f.Pod1: "p1"})
 	}
 }
 
@@ -473,7 +478,7 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	post := r.require(t, "the request at POSTROUTING", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode1) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Tuple.Dst == f.IngressPod
 	})
-	client := lab.Prefix + "p1"
+	client := lab.NetnsName("p1")
 	bypassed := func(e output.JSONEvent) bool {
 		return inNs(e, client) && e.Point == "dev" && e.Kind == "rx" && e.Tuple.Src == f.IngressPod && e.Tuple.Flags == "S."
 	}
@@ -501,6 +506,7 @@ func checkHairpin(t *testing.T, r labRun, healthy bool) {
 	ingress := f.HostPort(f.IngressPod, 443)
 	xs := r.explained(t, "reply-bypassed-nat", "reply from "+ingress, "called "+f.HostPort(f.LoadBalancer, 443),
 		"received from "+ingress, "DNATed in "+lab.NsNode1+" PREROUTING and not SNATed", client, "reset")
+	namedPods(t, xs[0], map[string]string{f.IngressPod: "ingress", f.Pod1: "p1"})
 	if r.native {
 		r.namedNativeRule(t, xs[0].NetfilterRules, lab.NsNode1, "decided", "dnat to "+ingress)
 		namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress", Address: "external or load balancer IP"})
@@ -517,6 +523,19 @@ func namedService(t *testing.T, x output.JSONExplanation, want output.JSONServic
 	t.Helper()
 	if x.Service == nil || *x.Service != want {
 		t.Errorf("%s names Service %+v, want %+v: %s", x.Rule, x.Service, want, x.Summary)
+	}
+}
+
+// namedPods requires the finding to name the lab's pods by their
+// addresses (address -> pod), in its summary and its JSON pods, as
+// nettrace learnt them from the lab's libcni cache.
+func namedPods(t *testing.T, x output.JSONExplanation, want map[string]string) {
+	t.Helper()
+	for addr, pod := range want {
+		name := lab.KubeNamespace + "/" + pod
+		if !slices.Contains(x.Pods, output.JSONPod{Address: addr, Pod: name}) || !strings.Contains(x.Summary, " (pod "+name+")") {
+			t.Errorf("%s does not name pod %s by its address %s: pods %+v, summary %s", x.Rule, name, addr, x.Pods, x.Summary)
+		}
 	}
 }
 
@@ -541,7 +560,8 @@ func checkConntrackClash(t *testing.T, r labRun, healthy bool) {
 	r.require(t, "the first SYN dropped in node 2 with NETFILTER_DROP", func(e output.JSONEvent) bool {
 		return inNs(e, lab.NsNode2) && e.Point == "drop" && e.Drop != nil && e.Drop.Reason == "NETFILTER_DROP" && isSYN(e) && e.Tuple.Dst == f.Pod2
 	})
-	r.explained(t, "conntrack-clash", "-> "+f.HostPort(f.Pod2, lab.PodPort)+" was dropped by conntrack in "+lab.NsNode2+" POSTROUTING", "conntrack clash")
+	xs := r.explained(t, "conntrack-clash", "-> "+f.HostPort(f.Pod2, lab.PodPort)+" (pod "+lab.KubeNamespace+"/p2) was dropped by conntrack in "+lab.NsNode2+" POSTROUTING", "conntrack clash")
+	namedPods(t, xs[0], map[string]string{f.Pod1: "p1", f.Pod2: "p2"})
 }
 
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.

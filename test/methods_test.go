@@ -110,6 +110,21 @@ func maskClientPorts(fact string) string {
 	})
 }
 
+// hostVeth matches the bridge plugin's names of the pods' veths' node
+// ends.
+var hostVeth = regexp.MustCompile(`\bveth[0-9a-f]{8}\b`)
+
+// maskHostVeths names a pod's veth by its pod: the bridge plugin names it
+// at random, differently in each run compared.
+func (r labRun) maskHostVeths(fact string) string {
+	return hostVeth.ReplaceAllStringFunc(fact, func(dev string) string {
+		if pod, ok := r.hostVeths[dev]; ok {
+			return "veth(" + pod + ")"
+		}
+		return dev
+	})
+}
+
 // stepsTo returns the steps a point added to the handshakes of the
 // connections to a service (its address in the run's family and its
 // port), each rendered as a fact, one string per distinct fact, client
@@ -131,7 +146,7 @@ func stepsTo(point string, service func(lab.Family) string, port uint16, fact fu
 				}
 				for _, s := range p.Steps {
 					if f := fact(p, s); s.Point == point && f != "" {
-						facts = append(facts, maskClientPorts(f))
+						facts = append(facts, maskClientPorts(r.maskHostVeths(f)))
 					}
 				}
 			}

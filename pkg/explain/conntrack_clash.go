@@ -42,17 +42,18 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 		t = nat.NAT.Pre
 		entry = fmt.Sprintf("its new conntrack entry, translated to %s -> %s,", src(nat.Tuple), dst(nat.Tuple))
 	}
-	return &Finding{
+	fd := &Finding{
 		Severity: "warning",
-		Summary: fmt.Sprintf("%s %s -> %s was dropped by conntrack in %s %s: %s lost a race with an entry for the same tuple "+
-			"inserted first (a conntrack clash, counted as insert_failed by `conntrack -S`); no rule drops it there.",
-			packetWord(t), src(t), dst(t), n.NetnsName(drop.Netns), nat.Hook, entry),
 		Evidence: []Evidence{
 			evidence(n, nat, "%s, the packet's last NAT hook: only conntrack's confirmation runs after it", natFact(n, nat)),
 			evidence(n, drop, "dropped on %s: NETFILTER_DROP, the packet's conntrack entry 0x%x new and no rule of the ruleset dropping it at %s",
 				where(n, drop), drop.CT.ID, nat.Hook),
 		},
 	}
+	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by conntrack in %s %s: %s lost a race with an entry for the same tuple "+
+		"inserted first (a conntrack clash, counted as insert_failed by `conntrack -S`); no rule drops it there.",
+		packetWord(t), fd.atPod(n, src(t)), fd.atPod(n, dst(t)), n.NetnsName(drop.Netns), nat.Hook, entry)
+	return fd
 }
 
 // lastNAT is the last NAT hook packet p passed before drop, in the drop's

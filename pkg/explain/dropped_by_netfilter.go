@@ -32,11 +32,11 @@ func droppedByNetfilter(f *flow.Flow, n Context) *Finding {
 		decided := fd.NetfilterRules[0]
 		fd.Service = decided.Service
 		fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s %s%s.",
-			what, src(t), withService(dst(t), fd.Service), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), decided.Hook, kubeProxyWhy(decided))
+			what, fd.atPod(n, src(t)), withService(dst(t), fd.Service), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), decided.Hook, kubeProxyWhy(decided))
 		return fd
 	}
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
-		what, src(t), dst(t), n.NetnsName(drop.Netns), hookAfter(last))
+		what, fd.atPod(n, src(t)), fd.atPod(n, dst(t)), n.NetnsName(drop.Netns), hookAfter(last))
 	return fd
 }
 

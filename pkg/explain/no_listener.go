@@ -26,12 +26,13 @@ func noListener(f *flow.Flow, n Context) *Finding {
 		syn = p.Last()
 	}
 	t := packetTuple(syn)
-	return &Finding{
-		Summary: fmt.Sprintf("SYN %s -> %s reached %s and nothing listens on port %d there: the kernel answered with a reset.",
-			src(t), dst(t), n.NetnsName(rst.Netns), t.Dport),
+	fd := &Finding{
 		Evidence: []Evidence{
 			evidence(n, syn, "SYN to %s seen on %s", dst(t), where(n, syn)),
 			evidence(n, rst, "reset sent from %s", n.NetnsName(rst.Netns)),
 		},
 	}
+	fd.Summary = fmt.Sprintf("SYN %s -> %s reached %s and nothing listens on port %d there: the kernel answered with a reset.",
+		fd.atPod(n, src(t)), fd.atPod(n, dst(t)), n.NetnsName(rst.Netns), t.Dport)
+	return fd
 }

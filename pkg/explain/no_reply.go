@@ -25,16 +25,17 @@ func noReply(f *flow.Flow, n Context) *Finding {
 		return nil
 	}
 	t := packetTuple(last)
-	summary := fmt.Sprintf("SYN %s -> %s was sent %d times and nothing came back; it was last seen %s",
-		src(f.Tuple()), dst(f.Tuple()), syns, lastSeen(n, f, last))
-	if t != f.Tuple() && (t.Dst != f.Tuple().Dst || t.Dport != f.Tuple().Dport) {
-		summary += fmt.Sprintf(", addressed to %s", dst(t))
-	}
-	return &Finding{
-		Summary:        summary + ".",
+	fd := &Finding{
 		Evidence:       []Evidence{evidence(n, last, "SYN last seen %s", lastSeen(n, f, last))},
 		restsOnAbsence: true,
 	}
+	fd.Summary = fmt.Sprintf("SYN %s -> %s was sent %d times and nothing came back; it was last seen %s",
+		fd.atPod(n, src(f.Tuple())), fd.atPod(n, dst(f.Tuple())), syns, lastSeen(n, f, last))
+	if t != f.Tuple() && (t.Dst != f.Tuple().Dst || t.Dport != f.Tuple().Dport) {
+		fd.Summary += fmt.Sprintf(", addressed to %s", fd.atPod(n, dst(t)))
+	}
+	fd.Summary += "."
+	return fd
 }
 
 // lastSeen says where and how a packet was last seen: "on n1/eth0 (dev

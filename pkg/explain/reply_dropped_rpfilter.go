@@ -17,9 +17,8 @@ func replyDroppedRPFilter(f *flow.Flow, n Context) *Finding {
 		return nil
 	}
 	t := packetTuple(drop)
-	return &Finding{
-		Summary: fmt.Sprintf("reply %s -> %s was dropped by reverse-path filtering (IP_RPFILTER) on %s: that host routes %s back through another interface.",
-			src(t), dst(t), where(n, drop), t.Src),
-		Evidence: []Evidence{evidence(n, drop, "reply dropped on %s: IP_RPFILTER", where(n, drop))},
-	}
+	fd := &Finding{Evidence: []Evidence{evidence(n, drop, "reply dropped on %s: IP_RPFILTER", where(n, drop))}}
+	fd.Summary = fmt.Sprintf("reply %s -> %s was dropped by reverse-path filtering (IP_RPFILTER) on %s: that host routes %s back through another interface.",
+		fd.atPod(n, src(t)), fd.atPod(n, dst(t)), where(n, drop), t.Src)
+	return fd
 }

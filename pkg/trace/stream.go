@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -55,10 +56,20 @@ type Stream struct {
 	remapNs map[[2]uint32]uint32
 	unmapNs map[uint32][2]uint32 // stream namespace -> recording, its namespace
 	remapRs map[[2]uint32]uint32
-	// pods are the recordings' pod addresses merged, at podGen (the sum
-	// of the readers' generations).
-	pods   map[netip.Addr]string
-	podGen uint64
+	// pods are the recordings' pod addresses merged, replaced (never
+	// changed) when a reader read new ones: podSeen is each reader's
+	// generation merged. Readers change theirs only in Next, which runs
+	// in the goroutine that merges them, so the lookups of whatever
+	// explains the events meanwhile cost one atomic load.
+	pods    atomic.Pointer[podSnapshot]
+	podSeen []uint64
+}
+
+// podSnapshot is a merge of the recordings' pod addresses and its
+// generation.
+type podSnapshot struct {
+	gen   uint64
+	addrs map[netip.Addr]string
 }
 
 // source is one recording: a file, or the parts of a split one. Each part
@@ -109,7 +120,7 @@ func (s source) ruleTrace(ino uint32, hook string, p ruleset.Packet, at uint64) 
 
 // NewStream merges readers.
 func NewStream(readers []*Reader) *Stream {
-	s := &Stream{readers: readers, source: make([]int, len(readers)), heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
+	s := &Stream{readers: readers, source: make([]int, len(readers)), podSeen: make([]uint64, len(readers)), heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
 		taken: -1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
 		remapNs: map[[2]uint32]uint32{}, unmapNs: map[uint32][2]uint32{}, remapRs: map[[2]uint32]uint32{}}
 	runs := map[[2]string]int{}
@@ -205,6 +216,10 @@ func (s *Stream) ended(i int) {
 
 func (s *Stream) advance(i int) {
 	err := s.readers[i].Next(&s.heads[i])
+	if g := s.readers[i].podGen; g != s.podSeen[i] {
+		s.podSeen[i] = g
+		s.mergePods()
+	}
 	s.live[i] = err == nil
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.Errs = append(s.Errs, err)
@@ -308,24 +323,24 @@ func (s *Stream) NetnsName(ino uint32) string {
 // newest part's first, with a generation that changes when they do. Pod
 // addresses are not kept apart by host: a cluster gives each pod its own.
 func (s *Stream) PodAddresses() (uint64, map[netip.Addr]string) {
-	var gen uint64
-	for _, r := range s.readers {
-		g, _ := r.PodAddresses()
-		gen += g
+	if p := s.pods.Load(); p != nil {
+		return p.gen, p.addrs
 	}
-	s.names.Lock()
-	defer s.names.Unlock()
-	if gen != s.podGen {
-		merged := map[netip.Addr]string{}
-		for _, src := range s.sources {
-			for _, r := range src {
-				_, pods := r.PodAddresses()
-				maps.Copy(merged, pods)
-			}
+	return 0, nil
+}
+
+// mergePods replaces the merged pod addresses after a reader read new
+// ones.
+func (s *Stream) mergePods() {
+	merged := map[netip.Addr]string{}
+	for _, src := range s.sources {
+		for _, r := range src {
+			_, pods := r.PodAddresses()
+			maps.Copy(merged, pods)
 		}
-		s.pods, s.podGen = merged, gen
 	}
-	return s.podGen, s.pods
+	gen, _ := s.PodAddresses()
+	s.pods.Store(&podSnapshot{gen: gen + 1, addrs: merged})
 }
 
 // PodName names the pod an address belongs to ("" when none).

@@ -1,7 +1,7 @@
 // Package lab reproduces the incidents of nettrace's mission on one machine:
 // a two-node flannel-style overlay in network namespaces (underlay bridge,
-// nodes with eth0, vxlan flannel.1 and a cni0 pod bridge, pods behind veth
-// pairs), with iptables rules written the way kube-proxy, flannel and the
+// nodes with eth0, vxlan flannel.1 and a cni0 pod bridge, pods set up by
+// the reference CNI plugins as flannel delegates them), with iptables rules written the way kube-proxy, flannel and the
 // CNI portmap plugin write them, loaded with iptables-restore. Each
 // scenario has a -healthy twin that differs only by the fault.
 //
@@ -60,7 +60,8 @@ var nodes = []node{
 }
 
 // Pod is a pod: its own namespace behind a veth on its node's cni0, with
-// an address of each family.
+// an address of each family, its network set up through CNI (podNetwork)
+// as Kubernetes pod KubeNamespace/Name.
 type Pod struct {
 	Name string
 	Node int // 1 or 2
@@ -189,19 +190,33 @@ func cluster() [][]string {
 	return cmds
 }
 
-func podCmds(p Pod) [][]string {
-	n := nodes[p.Node-1]
-	host := "veth-" + p.Name
-	cmds := newNetns(p.Namespace())
-	return append(cmds,
-		[]string{"ip", "link", "add", "eth0", "netns", p.Namespace(), "type", "veth", "peer", "name", host, "netns", n.ns},
-		ipn(n.ns, "link", "set", host, "master", "cni0", "up"),
-		ipn(p.Namespace(), "addr", "add", p.IP+"/24", "dev", "eth0"),
-		ipn(p.Namespace(), "addr", "add", p.IP6+"/"+prefixLen(n.v6.podCIDR), "dev", "eth0"),
-		ipn(p.Namespace(), "link", "set", "eth0", "up"),
-		ipn(p.Namespace(), "route", "add", "default", "via", n.v4.bridgeIP),
-		ipn(p.Namespace(), "-6", "route", "add", "default", "via", n.v6.bridgeIP),
-	)
+// addPods makes each pod's namespace and has the CNI plugins set up its
+// network (podNetwork); it returns the pod's and the node's ends of each
+// pod's veth, and the pod of each node end.
+func addPods(pods []Pod) ([][2]string, map[string]string, error) {
+	networks := map[int]*podNetwork{}
+	var ends [][2]string
+	hostVeths := map[string]string{}
+	for _, p := range pods {
+		if err := runAll(newNetns(p.Namespace())); err != nil {
+			return nil, nil, err
+		}
+		pn := networks[p.Node]
+		if pn == nil {
+			var err error
+			if pn, err = newPodNetwork(nodes[p.Node-1]); err != nil {
+				return nil, nil, err
+			}
+			networks[p.Node] = pn
+		}
+		host, err := pn.add(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		ends = append(ends, [2]string{p.Namespace(), "eth0"}, [2]string{nodes[p.Node-1].ns, host})
+		hostVeths[host] = p.Name
+	}
+	return ends, hostVeths, nil
 }
 
 func iptablesRestore(f Family, ns, rules string) error {
@@ -228,18 +243,22 @@ func Up(name, labBin string) (*Scenario, error) {
 		Down()
 		return nil, fmt.Errorf("lab up %s: %w", name, err)
 	}
-	cmds := cluster()
-	for _, p := range sc.Pods {
-		cmds = append(cmds, podCmds(p)...)
+	if err := runAll(cluster()); err != nil {
+		return fail(err)
 	}
+	podEnds, hostVeths, err := addPods(sc.Pods)
+	if err != nil {
+		return fail(err)
+	}
+	sc.HostVeths = hostVeths
+	var cmds [][]string
 	for _, s := range sc.Sysctls {
 		cmds = append(cmds, sysctl(s[0], s[1], s[2]))
 	}
-	cmds = append(cmds, sc.Extra...)
-	if err := runAll(cmds); err != nil {
+	if err := runAll(append(cmds, sc.Extra...)); err != nil {
 		return fail(err)
 	}
-	if err := waitVethsUp(sc.Pods); err != nil {
+	if err := waitVethsUp(podEnds); err != nil {
 		return fail(err)
 	}
 	for _, f := range []Family{IPv4, IPv6} {
@@ -268,16 +287,13 @@ func Up(name, labBin string) (*Scenario, error) {
 	return sc, nil
 }
 
-// waitVethsUp waits until both ends of every veth of the lab are
-// operationally up. Until the kernel's link watch has run (up to a second
+// waitVethsUp waits until both ends of every veth of the lab (the
+// underlay's and podEnds) are operationally up. Until the kernel's link watch has run (up to a second
 // after a link came up, when others changed just before), a link drops what
 // it sends and a neighbour change flushes what waits for resolution: the
 // first connection would lose its SYN and retransmit it a second later.
-func waitVethsUp(pods []Pod) error {
-	ends := [][2]string{{NsUnderlay, "ul-n1"}, {NsUnderlay, "ul-n2"}, {NsNode1, "eth0"}, {NsNode2, "eth0"}}
-	for _, p := range pods {
-		ends = append(ends, [2]string{p.Namespace(), "eth0"}, [2]string{nodes[p.Node-1].ns, "veth-" + p.Name})
-	}
+func waitVethsUp(podEnds [][2]string) error {
+	ends := append([][2]string{{NsUnderlay, "ul-n1"}, {NsUnderlay, "ul-n2"}, {NsNode1, "eth0"}, {NsNode2, "eth0"}}, podEnds...)
 	deadline := time.Now().Add(Patience)
 	for _, e := range ends {
 		for {

@@ -52,6 +52,9 @@ type Scenario struct {
 	Extra   [][]string        // further commands
 	Queues  []Queue           // netfilter queues served
 	Clients []Client
+	// HostVeths are the node's ends of the pods' veths, which the bridge
+	// plugin names at random (vethXXXXXXXX), with their pods: set by Up.
+	HostVeths map[string]string
 }
 
 func (s *Scenario) pod(name string) Pod {
