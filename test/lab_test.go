@@ -564,6 +564,38 @@ func checkConntrackClash(t *testing.T, r labRun, healthy bool) {
 	namedPods(t, xs[0], map[string]string{f.Pod1: "p1", f.Pod2: "p2"})
 }
 
+// checkHairpinMode: a pod calling itself through its Service is named,
+// with its bridge port and the setting to change, exactly when the port's
+// hairpin mode is off.
+func checkHairpinMode(t *testing.T, r labRun, healthy bool) {
+	f := r.family
+	res := r.results()
+	if healthy {
+		if res[lab.Connected] != 1 {
+			t.Fatalf("client outcomes %v, want connected", res)
+		}
+		r.healthy(t)
+		return
+	}
+	if res[lab.Connected] != 0 {
+		t.Fatalf("client outcomes %v, want no connection", res)
+	}
+	var port string
+	for dev, pod := range r.hostVeths {
+		if pod == "p1" {
+			port = dev
+		}
+	}
+	r.require(t, "the SYN freed by the bridge on p1's port", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode1) && e.Point == "drop" && isSYN(e) && e.Dev == port && e.Tuple.Dst == f.Pod1 &&
+			strings.HasPrefix(e.Drop.Location, "br_")
+	})
+	xs := r.explained(t, "bridge-hairpin-off", "was DNATed to "+f.HostPort(f.Pod1, lab.PodPort)+", the sender itself, in "+lab.NsNode1+" PREROUTING",
+		"the bridge cni0 had to send it back out the port it came in on, "+port, "hairpin mode is off", "ip link set "+port+" type bridge_slave hairpin on")
+	namedPods(t, xs[0], map[string]string{f.Pod1: "p1"})
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "self", Address: "cluster IP"})
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -581,6 +613,7 @@ var scenarioChecks = []scenarioCheck{
 	{"service-paths-nft", "host " + lab.PathsServiceIP, false, checkServicePaths},
 	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
 	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
+	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

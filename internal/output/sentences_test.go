@@ -33,7 +33,7 @@ func TestFindingsReadAsSentences(t *testing.T) {
 		"incident 4": fixture.StaleHostPort(false), "incident 5": fixture.Hairpin(false),
 		"no listener": fixture.NoListener(), "netfilter drop": fixture.NetfilterDrop(),
 		"conntrack clash": fixture.ConntrackClash(), "no reply": fixture.NoReply(), "no reply, dropped by a socket": fixture.NoReplyDroppedBySocket(),
-		"rp_filter": fixture.RPFilterReply(),
+		"rp_filter": fixture.RPFilterReply(), "hairpin mode off": fixture.HairpinOff(false),
 	}
 	fired := map[string]bool{}
 	for name, events := range fixtures {

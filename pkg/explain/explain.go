@@ -71,6 +71,7 @@ type Rule struct {
 var Rules = []Rule{
 	{"snat-missing-on-tunnel", snatMissingOnTunnel},
 	{"syn-dropped-at-listener", synDroppedAtListener},
+	{"bridge-hairpin-off", bridgeHairpinOff},
 	{"dnat-to-dead-endpoint", dnatToDeadEndpoint},
 	{"reply-bypassed-nat", replyBypassedNAT},
 	{"conntrack-clash", conntrackClash},

@@ -46,20 +46,21 @@ func IsLabNetns(name string) bool {
 // pod's default gateway, the node's lease in each family for host-local),
 // called through libcni from inside the node's namespace as a container
 // runtime calls it. The pods' addresses are fixed (host-local's ips
-// capability), so that each scenario's rules can name them.
+// capability), so that each scenario's rules can name them. Without
+// hairpin, the bridge ports' hairpin mode is off (the plugin's default).
 type podNetwork struct {
 	node node
 	cni  *libcni.CNIConfig
 	conf *libcni.NetworkConfigList
 }
 
-func newPodNetwork(n node) (*podNetwork, error) {
+func newPodNetwork(n node, hairpin bool) (*podNetwork, error) {
 	ipam := filepath.Join(CNICacheDir, "ipam-"+n.ns)
 	conf, err := libcni.ConfListFromBytes(fmt.Appendf(nil, `{"cniVersion": "1.0.0", "name": "cbr0", "plugins": [
-		{"type": "bridge", "bridge": "cni0", "isGateway": true, "isDefaultGateway": true, "hairpinMode": true,
+		{"type": "bridge", "bridge": "cni0", "isGateway": true, "isDefaultGateway": true, "hairpinMode": %t,
 		 "ipMasq": false, "capabilities": {"ips": true},
 		 "ipam": {"type": "host-local", "dataDir": %q,
-		          "ranges": [[{"subnet": %q}], [{"subnet": %q}]]}}]}`, ipam, n.v4.podCIDR, n.v6.podCIDR))
+		          "ranges": [[{"subnet": %q}], [{"subnet": %q}]]}}]}`, hairpin, ipam, n.v4.podCIDR, n.v6.podCIDR))
 	if err != nil {
 		return nil, fmt.Errorf("pod network of %s: %w", n.ns, err)
 	}

@@ -193,7 +193,7 @@ func cluster() [][]string {
 // addPods makes each pod's namespace and has the CNI plugins set up its
 // network (podNetwork); it returns the pod's and the node's ends of each
 // pod's veth, and the pod of each node end.
-func addPods(pods []Pod) ([][2]string, map[string]string, error) {
+func addPods(pods []Pod, hairpin bool) ([][2]string, map[string]string, error) {
 	networks := map[int]*podNetwork{}
 	var ends [][2]string
 	hostVeths := map[string]string{}
@@ -204,7 +204,7 @@ func addPods(pods []Pod) ([][2]string, map[string]string, error) {
 		pn := networks[p.Node]
 		if pn == nil {
 			var err error
-			if pn, err = newPodNetwork(nodes[p.Node-1]); err != nil {
+			if pn, err = newPodNetwork(nodes[p.Node-1], hairpin); err != nil {
 				return nil, nil, err
 			}
 			networks[p.Node] = pn
@@ -246,7 +246,7 @@ func Up(name, labBin string) (*Scenario, error) {
 	if err := runAll(cluster()); err != nil {
 		return fail(err)
 	}
-	podEnds, hostVeths, err := addPods(sc.Pods)
+	podEnds, hostVeths, err := addPods(sc.Pods, !sc.HairpinOff)
 	if err != nil {
 		return fail(err)
 	}

@@ -21,7 +21,8 @@ const (
 	Pod2IP           = "10.244.2.10"
 	PodPort          = 8080
 	SYNOverflowQueue = 1
-	ClashQueue       = 7 // conntrack-clash: node 2's netfilter queue
+	ClashQueue       = 7            // conntrack-clash: node 2's netfilter queue
+	SelfServiceIP    = "10.96.0.40" // hairpin-mode: ClusterIP whose only endpoint is its caller, p1
 )
 
 // Client is traffic a scenario drives: Count connections from Namespace
@@ -52,6 +53,9 @@ type Scenario struct {
 	Extra   [][]string        // further commands
 	Queues  []Queue           // netfilter queues served
 	Clients []Client
+	// HairpinOff leaves the bridge plugin's hairpinMode off for every pod:
+	// its default, which kubenet and hand-written CNI configurations keep.
+	HairpinOff bool
 	// HostVeths are the node's ends of the pods' veths, which the bridge
 	// plugin names at random (vethXXXXXXXX), with their pods: set by Up.
 	HostVeths map[string]string
@@ -101,6 +105,7 @@ var builders = map[string]builder{
 	"stale-hostport":  staleHostPort,
 	"hairpin":         hairpin,
 	"conntrack-clash": conntrackClash,
+	"hairpin-mode":    hairpinMode,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,
@@ -328,5 +333,31 @@ func conntrackClash(healthy bool, f Family) *Scenario {
 			"-m", "comment", "--comment", "policy agent", "-j", "NFQUEUE", "--queue-num", fmt.Sprint(ClashQueue), "--queue-bypass"}},
 		Queues:  []Queue{{Namespace: NsNode2, Num: ClashQueue, HoldFirst: !healthy}},
 		Clients: []Client{{Namespace: Prefix + "p1", Target: f.HostPort(f.Pod2, PodPort), Count: 1, Timeout: 3 * time.Second}},
+	}
+}
+
+// 7. Pod p1 calls a Service whose only endpoint is p1 itself
+// (kubernetes#20475). kube-proxy's rules DNAT the request back to p1 and
+// masquerade it (its KUBE-SEP hairpin rule); with the bridge's netfilter
+// calls on, as kube-proxy needs them, a DNAT to an address on the same
+// bridge keeps the frame bridged, and it must leave by the port it came
+// in on. The bridge plugin's hairpinMode is off in the faulty twin, on (as
+// flannel delegates it) in the healthy one.
+func hairpinMode(healthy bool, f Family) *Scenario {
+	t := natTable{f: f}
+	kubeProxyBase(&t)
+	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	svc := service{name: "self", clusterIP: SelfServiceIP, port: "80", endpoints: []endpoint{{f.Pod1, fmt.Sprint(PodPort)}}}
+	svc.write(&t)
+	kubeProxyNodePorts(&t)
+	return &Scenario{
+		Description: fmt.Sprintf("pod p1 calls ClusterIP %s, whose only endpoint is p1 itself; its bridge port's hairpin mode is off",
+			f.HostPort(SelfServiceIP, 80)),
+		Pods:       basePods,
+		HairpinOff: !healthy,
+		Servers:    []Server{{Pod: "p1", Port: PodPort, Accept: true}},
+		Rules:      map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
+		Sysctls:    [][3]string{{NsNode1, "net.bridge.bridge-nf-call-iptables", "1"}},
+		Clients:    []Client{{Namespace: Prefix + "p1", Target: f.HostPort(SelfServiceIP, 80), Count: 1, Timeout: 3 * time.Second}},
 	}
 }
