@@ -45,7 +45,7 @@ func newContainerd(t *testing.T) *containerd {
 		}
 	}
 	for _, plugin := range []string{"bridge", "host-local", "portmap"} {
-		if _, err := os.Stat(filepath.Join(cniPluginDir, plugin)); err != nil {
+		if _, err := os.Stat(filepath.Join(lab.CNIPluginDir, plugin)); err != nil {
 			t.Fatalf("needs the CNI plugin %s (Debian package containernetworking-plugins): %v", plugin, err)
 		}
 	}
@@ -60,13 +60,41 @@ func newContainerd(t *testing.T) *containerd {
 	}
 	node := newNetns(t, "cri-node")
 	dir := t.TempDir()
+	config, sock := containerdConfig(t, dir)
+	startContainerd(t, node, config, dir)
+	c := &containerd{node: node}
+	archive := filepath.Join(dir, "pause.tar")
+	writeSandboxImage(t, archive)
+	for deadline := time.Now().Add(lab.Patience); ; time.Sleep(100 * time.Millisecond) {
+		out, err := exec.Command("ctr", "--address", sock, "--namespace", "k8s.io", "images", "import", archive).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ctr images import: %v\n%s", err, out)
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c.cri = runtime.NewRuntimeServiceClient(conn)
+	return c
+}
+
+// containerdConfig writes a containerd configuration of its own in dir
+// (root, state, socket, runc's root, the CNI network), and returns its
+// path and the socket's.
+func containerdConfig(t *testing.T, dir string) (config, sock string) {
+	t.Helper()
 	netd := filepath.Join(dir, "net.d")
 	write(t, filepath.Join(netd, "10-nettrace.conflist"), fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "nettrace-cri", "plugins": [
 		{"type": "bridge", "bridge": "ntcri0", "isGateway": true,
 		 "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.9.0/24"}]], "dataDir": %q}},
 		{"type": "portmap", "capabilities": {"portMappings": true}}]}`, filepath.Join(dir, "ipam")))
-	sock := filepath.Join(dir, "containerd.sock")
-	config := filepath.Join(dir, "config.toml")
+	sock = filepath.Join(dir, "containerd.sock")
+	config = filepath.Join(dir, "config.toml")
 	write(t, config, fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -86,8 +114,14 @@ state = %q
     runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
     Root = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, filepath.Join(dir, "opt"), sandboxImage, cniPluginDir, netd, filepath.Join(dir, "runc")))
-	c := &containerd{node: node}
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, filepath.Join(dir, "opt"), sandboxImage, lab.CNIPluginDir, netd, filepath.Join(dir, "runc")))
+	return config, sock
+}
+
+// startContainerd runs containerd with config in node's namespace until
+// the test ends, its log in dir (shown when the test failed).
+func startContainerd(t *testing.T, node, config, dir string) {
+	t.Helper()
 	logPath := filepath.Join(dir, "containerd.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -117,24 +151,6 @@ state = %q
 			t.Logf("containerd's log (its end):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
-	archive := filepath.Join(dir, "pause.tar")
-	writeSandboxImage(t, archive)
-	for deadline := time.Now().Add(lab.Patience); ; time.Sleep(100 * time.Millisecond) {
-		out, err := exec.Command("ctr", "--address", sock, "--namespace", "k8s.io", "images", "import", archive).CombinedOutput()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ctr images import: %v\n%s", err, out)
-		}
-	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c.cri = runtime.NewRuntimeServiceClient(conn)
-	return c
 }
 
 // write writes a file, its directory made.

@@ -285,26 +285,7 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 		}) {
 			t.Errorf("no retransmitted SYN to %s labelled as consumed by the listener's pending request", f.SNATService)
 		}
-		facts := []string{"DNATed to " + f.HostPort(f.Pod2, lab.PodPort), lab.NsNode1 + " OUTPUT",
-			f.Tunnel, "VNI 1", "remote VTEP " + f.Node2, "not SNATed", "came back on eth0", reason}
-		if f.IPv6 {
-			facts = append(facts, `dropped by raw PREROUTING rule 1 (DROP, "rpfilter")`)
-		}
-		xs := r.explained(t, "snat-missing-on-tunnel", facts...)
-		// The stale flannel RETURN for node 2's subnet in flannel's own
-		// chain, reached by POSTROUTING's jump, before the MASQUERADE it
-		// kept the SYN from (not the policy that took the packet after).
-		cidr, node2 := f.ClusterCIDR, lab.NodePodCIDR(f, 2)
-		r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d "+node2+" -m comment --comment \"flanneld masq\" -j RETURN")
-		r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s "+cidr+" -d "+cidr+" -m comment --comment \"flanneld masq\" -j MASQUERADE")
-		namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "web", Address: "cluster IP"})
-		namedPods(t, xs[0], map[string]string{f.Pod2: "p2"})
-		jump := `-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`
-		if i := slices.IndexFunc(xs[0].NetfilterRules, func(n output.JSONNetfilterRule) bool {
-			return n.Role == "decided" && n.Verdict == "RETURN"
-		}); i < 0 || !slices.Equal(xs[0].NetfilterRules[i].Via, []string{jump}) {
-			t.Errorf("the stale RETURN was not named as reached by the jump %q: %+v", jump, xs[0].NetfilterRules)
-		}
+		r.snatMissingExplained(t, reason)
 		return
 	}
 	if res[lab.Connected] != 1 {
@@ -319,6 +300,34 @@ func checkSNATMissing(t *testing.T, r labRun, healthy bool) {
 	})
 	r.forbid(t, "a reverse-path filtering drop", rpfilter)
 	r.healthy(t)
+}
+
+// snatMissingExplained requires incident 1's finding, with its facts,
+// the rule to delete and the one it skipped, its Service and its pod; the
+// reply was dropped with reason.
+func (r labRun) snatMissingExplained(t *testing.T, reason string) {
+	t.Helper()
+	f := r.family
+	facts := []string{"DNATed to " + f.HostPort(f.Pod2, lab.PodPort), lab.NsNode1 + " OUTPUT",
+		f.Tunnel, "VNI 1", "remote VTEP " + f.Node2, "not SNATed", "came back on eth0", reason}
+	if f.IPv6 {
+		facts = append(facts, `dropped by raw PREROUTING rule 1 (DROP, "rpfilter")`)
+	}
+	xs := r.explained(t, "snat-missing-on-tunnel", facts...)
+	// The stale flannel RETURN for node 2's subnet in flannel's own
+	// chain, reached by POSTROUTING's jump, before the MASQUERADE it kept
+	// the SYN from (not the policy that took the packet after).
+	cidr, node2 := f.ClusterCIDR, lab.NodePodCIDR(f, 2)
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-d "+node2+" -m comment --comment \"flanneld masq\" -j RETURN")
+	r.namedRule(t, xs[0], lab.NsNode1, "skipped", "! -s "+cidr+" -d "+cidr+" -m comment --comment \"flanneld masq\" -j MASQUERADE")
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "web", Address: "cluster IP"})
+	namedPods(t, xs[0], map[string]string{f.Pod2: "p2"})
+	jump := `-A POSTROUTING -m comment --comment "flanneld masq" -j FLANNEL-POSTRTG`
+	if i := slices.IndexFunc(xs[0].NetfilterRules, func(n output.JSONNetfilterRule) bool {
+		return n.Role == "decided" && n.Verdict == "RETURN"
+	}); i < 0 || !slices.Equal(xs[0].NetfilterRules[i].Via, []string{jump}) {
+		t.Errorf("the stale RETURN was not named as reached by the jump %q: %+v", jump, xs[0].NetfilterRules)
+	}
 }
 
 func checkSYNOverflow(t *testing.T, r labRun, healthy bool) {

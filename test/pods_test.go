@@ -19,10 +19,6 @@ import (
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
-// cniPluginDir is where Debian's containernetworking-plugins puts the
-// reference plugins.
-const cniPluginDir = "/usr/lib/cni"
-
 // cniNetwork is a node's pod network as a container runtime drives it: the
 // reference CNI plugins (bridge with host-local IPAM, and portmap for
 // hostPorts) called through libcni, from inside a node namespace (where the
@@ -66,7 +62,7 @@ func newCNINetwork(t *testing.T) *cniNetwork {
 func cniNetworkOn(t *testing.T, node string, bridge func(ipamDir string) string) *cniNetwork {
 	t.Helper()
 	for _, plugin := range []string{"bridge", "host-local", "portmap"} {
-		if _, err := os.Stat(filepath.Join(cniPluginDir, plugin)); err != nil {
+		if _, err := os.Stat(filepath.Join(lab.CNIPluginDir, plugin)); err != nil {
 			t.Fatalf("needs the CNI plugin %s (Debian package containernetworking-plugins: make deps installs it): %v", plugin, err)
 		}
 	}
@@ -77,7 +73,7 @@ func cniNetworkOn(t *testing.T, node string, bridge func(ipamDir string) string)
 		t.Fatal(err)
 	}
 	n := &cniNetwork{node: node, cacheDir: filepath.Join(dir, "cache"), conf: conf}
-	n.cni = libcni.NewCNIConfigWithCacheDir([]string{cniPluginDir}, n.cacheDir, nil)
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{lab.CNIPluginDir}, n.cacheDir, nil)
 	return n
 }
 

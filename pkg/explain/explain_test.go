@@ -83,7 +83,6 @@ func TestIncompleteFlowsAreExplainedByWhatTheyShow(t *testing.T) {
 		{"incident 4: the neighbour failure", fixture.StaleHostPort(false), "dnat-to-dead-endpoint"},
 		{"incident 4, its drops lost", withoutDrops(fixture.StaleHostPort(false)), ""},
 		{"hairpin mode off: the bridge's drop", fixture.HairpinOff(false), "bridge-hairpin-off"},
-		{"hairpin mode off, its drop lost", withoutDrops(fixture.HairpinOff(false)), ""},
 		{"incident 5: no conntrack crossing seen", fixture.Hairpin(false), ""},
 		{"a netfilter drop", fixture.NetfilterDrop(), "dropped-by-netfilter"},
 		{"no listener's reset", fixture.NoListener(), "no-listener"},

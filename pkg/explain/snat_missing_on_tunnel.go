@@ -17,45 +17,15 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 	if d == nil {
 		return nil
 	}
-	var enter, encap *event.Event
-	for i := range p.Events {
-		e := &p.Events[i]
-		if e.Point != event.PointVXLAN || e.Netns != d.Netns || e.Time < d.Time {
-			continue
-		}
-		if e.Kind == event.KindVXLANEnter && enter == nil {
-			enter = e
-		}
-		if e.Kind == event.KindVXLANEncap && e.HasInner() && e.Inner.Dst == d.Tuple.Dst && encap == nil {
-			encap = e
-		}
-	}
+	enter, encap := tunnelHop(p, d)
 	if encap == nil || encap.Inner.Src != d.NAT.Pre.Src {
 		return nil // not tunnelled, or SNATed on the way
 	}
-	var replyDrop, replyRx *event.Event
-	var dropped *flow.Packet
 	tunnelDev := ""
 	if enter != nil {
 		tunnelDev = enter.Ifname.String()
 	}
-	for _, rp := range f.Packets {
-		if !isReply(f, rp) {
-			continue
-		}
-		for i := range rp.Events {
-			e := &rp.Events[i]
-			if e.Netns != d.Netns {
-				continue
-			}
-			if replyRx == nil && e.Point == event.PointDev && e.Kind == event.KindDevRx {
-				replyRx = e
-			}
-			if replyDrop == nil && e.Point == event.PointDrop {
-				replyDrop, dropped = e, rp
-			}
-		}
-	}
+	replyRx, replyDrop, dropped := replyAt(f, d.Netns)
 	outsideTunnel := replyRx != nil && replyRx.Ifname.String() != tunnelDev && !replyRx.HasInner()
 	underlaySource := encap.Inner.Src == encap.VXLAN.Local
 	if !outsideTunnel && !underlaySource && replyRx != nil {
@@ -90,23 +60,7 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 		fd.atPod(n, src(d.NAT.Pre)), withService(dst(d.NAT.Pre), fd.Service), fd.atPod(n, dst(d.Tuple)), ns, d.Hook, via, encap.VXLAN.VNI, encap.VXLAN.Remote, notSNATed, d.NAT.Pre.Src)
 	switch {
 	case replyDrop != nil:
-		reason := n.ReasonName(replyDrop.Drop.Reason)
-		what := "was dropped (" + reason + ")"
-		switch reason {
-		case "IP_RPFILTER":
-			what = "was dropped by rp_filter (IP_RPFILTER)"
-		case "NETFILTER_DROP":
-			// IPv6 has no rp_filter: its reverse-path filter is a rule
-			// (ip6tables' rpfilter match), which names itself.
-			rules, _ := netfilterDropRules(n, dropped, replyDrop)
-			if c := ruleClause(rules); c != "" {
-				what = "was dropped by " + strings.TrimSuffix(c, " decided") + " (NETFILTER_DROP)"
-				fd.NetfilterRules = append(fd.NetfilterRules, rules...)
-				fd.Evidence = append(fd.Evidence, ruleFacts(n, replyDrop, rules)...)
-			}
-		}
-		summary += fmt.Sprintf("the reply came back on %s and %s, so it was never un-DNATed", replyDrop.Ifname, what)
-		fd.Evidence = append(fd.Evidence, evidence(n, replyDrop, "reply %s -> %s dropped on %s: %s", src(replyDrop.Tuple), dst(replyDrop.Tuple), where(n, replyDrop), reason))
+		summary += fd.replyDropped(n, dropped, replyDrop)
 	case replyRx != nil:
 		summary += fmt.Sprintf("the reply came back on %s instead of %s, outside the conntrack path that would un-DNAT it", replyRx.Ifname, via)
 		fd.Evidence = append(fd.Evidence, evidence(n, replyRx, "reply %s -> %s received on %s", src(replyRx.Tuple), dst(replyRx.Tuple), where(n, replyRx)))
@@ -115,4 +69,67 @@ func snatMissingOnTunnel(f *flow.Flow, n Context) *Finding {
 	}
 	fd.Summary = summary + "."
 	return fd
+}
+
+// tunnelHop returns where the DNATed packet p entered a vxlan device in
+// d's namespace after d, and where it was encapsulated.
+func tunnelHop(p *flow.Packet, d *event.Event) (enter, encap *event.Event) {
+	for i := range p.Events {
+		e := &p.Events[i]
+		if e.Point != event.PointVXLAN || e.Netns != d.Netns || e.Time < d.Time {
+			continue
+		}
+		if e.Kind == event.KindVXLANEnter && enter == nil {
+			enter = e
+		}
+		if e.Kind == event.KindVXLANEncap && e.HasInner() && e.Inner.Dst == d.Tuple.Dst && encap == nil {
+			encap = e
+		}
+	}
+	return enter, encap
+}
+
+// replyAt returns where a reply of the flow was first received in netns,
+// and where one was first dropped there, with its packet.
+func replyAt(f *flow.Flow, netns uint32) (rx, drop *event.Event, dropped *flow.Packet) {
+	for _, rp := range f.Packets {
+		if !isReply(f, rp) {
+			continue
+		}
+		for i := range rp.Events {
+			e := &rp.Events[i]
+			if e.Netns != netns {
+				continue
+			}
+			if rx == nil && e.Point == event.PointDev && e.Kind == event.KindDevRx {
+				rx = e
+			}
+			if drop == nil && e.Point == event.PointDrop {
+				drop, dropped = e, rp
+			}
+		}
+	}
+	return rx, drop, dropped
+}
+
+// replyDropped says how the reply was dropped, the rule that did where one
+// did, and adds its evidence.
+func (fd *Finding) replyDropped(n Context, dropped *flow.Packet, drop *event.Event) string {
+	reason := n.ReasonName(drop.Drop.Reason)
+	what := "was dropped (" + reason + ")"
+	switch reason {
+	case "IP_RPFILTER":
+		what = "was dropped by rp_filter (IP_RPFILTER)"
+	case "NETFILTER_DROP":
+		// IPv6 has no rp_filter: its reverse-path filter is a rule
+		// (ip6tables' rpfilter match), which names itself.
+		rules, _ := netfilterDropRules(n, dropped, drop)
+		if c := ruleClause(rules); c != "" {
+			what = "was dropped by " + strings.TrimSuffix(c, " decided") + " (NETFILTER_DROP)"
+			fd.NetfilterRules = append(fd.NetfilterRules, rules...)
+			fd.Evidence = append(fd.Evidence, ruleFacts(n, drop, rules)...)
+		}
+	}
+	fd.Evidence = append(fd.Evidence, evidence(n, drop, "reply %s -> %s dropped on %s: %s", src(drop.Tuple), dst(drop.Tuple), where(n, drop), reason))
+	return fmt.Sprintf("the reply came back on %s and %s, so it was never un-DNATed", drop.Ifname, what)
 }
