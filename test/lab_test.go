@@ -605,6 +605,34 @@ func checkHairpinMode(t *testing.T, r labRun, healthy bool) {
 	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "self", Address: "cluster IP"})
 }
 
+// checkLBSourceRanges: a connection to a load-balancer address from a
+// source its loadBalancerSourceRanges leave out is named as dropped by
+// kube-proxy's firewall rule, with the Service and why; in FORWARD when
+// traced, in INPUT or FORWARD from the ruleset (nothing seen says whether
+// the address was local).
+func checkLBSourceRanges(t *testing.T, r labRun, healthy bool) {
+	f := r.family
+	res := r.results()
+	if healthy {
+		if res[lab.Connected] != 1 {
+			t.Fatalf("client outcomes %v, want connected", res)
+		}
+		r.healthy(t)
+		return
+	}
+	if res[lab.TimedOut] != 1 {
+		t.Fatalf("client outcomes %v, want a timeout", res)
+	}
+	hooks := "INPUT or FORWARD"
+	if r.traced {
+		hooks = "FORWARD"
+	}
+	xs := r.explained(t, "dropped-by-netfilter", "-> "+f.HostPort(f.LoadBalancer, 443)+" (Service default/ingress) was dropped by filter KUBE-PROXY-FIREWALL rule 1",
+		"in "+lab.NsNode1+" "+hooks+": the source is not in the Service's loadBalancerSourceRanges")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", `"default/ingress traffic not accepted by KUBE-FW-`)
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -623,6 +651,7 @@ var scenarioChecks = []scenarioCheck{
 	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
 	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
 	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
+	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, checkLBSourceRanges},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

@@ -126,8 +126,10 @@ func jsonService(s *explain.Service) *JSONService {
 
 // JSONNetfilterRule is a netfilter rule a finding names.
 type JSONNetfilterRule struct {
-	Netns    string   `json:"netns"`
-	Hook     string   `json:"hook"`
+	Netns string `json:"netns"`
+	Hook  string `json:"hook"`
+	// OrHooks are the other hooks the same rule can have decided at.
+	OrHooks  []string `json:"or_hooks,omitempty"`
 	Table    string   `json:"table"`
 	Chain    string   `json:"chain"`
 	Position int      `json:"position"`         // 1-based in its chain; 0: the chain's policy decided
@@ -250,7 +252,7 @@ func (n Names) ConvertFinding(f *flow.Flow, fd *explain.Finding) *JSONExplanatio
 func (n Names) jsonRules(rules []explain.NetfilterRule) []JSONNetfilterRule {
 	var out []JSONNetfilterRule
 	for _, r := range rules {
-		out = append(out, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, Table: r.Table, Chain: r.Chain,
+		out = append(out, JSONNetfilterRule{Netns: n.netns(r.Netns), Hook: r.Hook, OrHooks: r.OrHooks, Table: r.Table, Chain: r.Chain,
 			Position: r.Position, Text: r.Text, Comment: r.Comment, Via: r.Via, Verdict: r.Verdict, Role: r.Role,
 			Source: r.Source, Assumed: r.Assumed, Handle: r.Handle, Service: jsonService(r.Service)})
 	}

@@ -16,7 +16,7 @@ func TestBridgeHairpinOff(t *testing.T) {
 	}
 	runRule(t, bridgeHairpinOff, []ruleCase{
 		{"hairpin mode off", fixture.HairpinOff(false), true, []string{
-			"SYN 10.244.1.10:40000 (pod default/web-1) -> 10.96.0.40:80 was DNATed to 10.244.1.10:8080, the sender itself, in n1 PREROUTING",
+			"SYN 10.244.1.10:40000 (pod default/web-1) -> 10.96.0.41:80 was DNATed to 10.244.1.10:8080, the sender itself, in n1 PREROUTING",
 			"the bridge cni0 had to send it back out the port it came in on, veth0a1b2c3d, and dropped it there (br_handle_frame_finish+0x380)",
 			"`ip link set veth0a1b2c3d type bridge_slave hairpin on` in n1"}},
 		{"hairpin mode on", fixture.HairpinOff(true), false, nil},

@@ -32,7 +32,8 @@ func droppedByNetfilter(f *flow.Flow, n Context) *Finding {
 		decided := fd.NetfilterRules[0]
 		fd.Service = decided.Service
 		fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by %s in %s %s%s.",
-			what, fd.atPod(n, src(t)), withService(dst(t), fd.Service), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns), decided.Hook, kubeProxyWhy(decided))
+			what, fd.atPod(n, src(t)), withService(dst(t), fd.Service), strings.TrimSuffix(c, " decided"), n.NetnsName(drop.Netns),
+			strings.Join(append([]string{decided.Hook}, decided.OrHooks...), " or "), kubeProxyWhy(decided))
 		return fd
 	}
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by a netfilter DROP verdict in %s, %s.",
@@ -40,10 +41,16 @@ func droppedByNetfilter(f *flow.Flow, n Context) *Finding {
 	return fd
 }
 
-// kubeProxyWhy says why kube-proxy's nftables mode dropped a packet, from
-// the verdict map whose element led to the rule: its maps are named for
-// what they do. "" for any other rule.
+// kubeProxyWhy says why kube-proxy dropped a packet: in iptables mode
+// from the rule's comment, in nftables mode from the verdict map whose
+// element led to the rule (its maps are named for what they do). "" for
+// any other rule.
 func kubeProxyWhy(r NetfilterRule) string {
+	if name, after, ok := strings.Cut(r.Comment, " "); ok && serviceOfComment(name) != nil {
+		if why := kubeProxyDrop(after); why != "" {
+			return ": " + why
+		}
+	}
 	for _, v := range r.Via {
 		rule, element, ok := strings.Cut(v, ", element ")
 		if !ok {

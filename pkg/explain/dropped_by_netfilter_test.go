@@ -6,6 +6,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // lateSYNACK is the NETFILTER_DROP incident's packets turned around: a
@@ -61,6 +62,32 @@ func TestKubeProxyWhy(t *testing.T) {
 		}
 		if tc.want != "" && !strings.Contains(got, "10.96.0.50 . tcp . 80") {
 			t.Errorf("%s: %q names no element", tc.via, got)
+		}
+	}
+}
+
+// TestKubeProxyWhyIptables: kube-proxy's iptables mode says why in the
+// comment of its DROP or REJECT, after the Service, which the rule is
+// then for; a comment that is not kube-proxy's says nothing.
+func TestKubeProxyWhyIptables(t *testing.T) {
+	for _, tc := range []struct {
+		comment, service, want string
+	}{
+		{"shop/web:https traffic not accepted by KUBE-FW-JB5AVGRZAOG6S5T3", "shop/web:https", "not in the Service's loadBalancerSourceRanges"},
+		{"shop/web:https has no endpoints", "shop/web:https", "the Service has no endpoints"},
+		{"shop/web has no local endpoints", "shop/web", "externalTrafficPolicy is Local"},
+		{"block incoming localnet connections", "", ""},
+		{"shop/web:https cluster IP", "", ""},
+	} {
+		if got := kubeProxyWhy(NetfilterRule{Comment: tc.comment}); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.comment, got, tc.want)
+		}
+		got := ""
+		if s := serviceOfDrop(&ruleset.Rule{Target: "DROP", Comment: tc.comment}, nil); s != nil {
+			got = s.String()
+		}
+		if want := tc.service; want != "" && !strings.Contains(got, want) || want == "" && got != "" {
+			t.Errorf("%s: Service %q, want %q", tc.comment, got, want)
 		}
 	}
 }

@@ -11,8 +11,13 @@ import (
 
 // NetfilterRule is a rule a finding names, and the part it played.
 type NetfilterRule struct {
-	Netns    uint32
-	Hook     string
+	Netns uint32
+	Hook  string
+	// OrHooks are the other hooks at which the same rule decides with as
+	// few assumptions: a drop found from the ruleset, whose packet's path
+	// does not say which of them it met (INPUT or FORWARD, when nothing
+	// seen says whether the destination was local).
+	OrHooks  []string
 	Table    string
 	Chain    string
 	Position int    // 1-based in its chain; 0 when the chain's policy decided
@@ -196,17 +201,28 @@ func dropRules(n Context, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 		return nil
 	}
 	var best *ruleset.Attribution
+	var tied []*ruleset.Attribution
 	for _, hook := range hooks {
 		at := *e
 		at.Hook = hook
-		if a := rs.Drop(hook.String(), ruleset.HookPacket(&at, packetTuple(e))); a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {
+		a := rs.Drop(hook.String(), ruleset.HookPacket(&at, packetTuple(e)))
+		if a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {
 			best = a
+		}
+		if a != nil {
+			tied = append(tied, a)
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	return []NetfilterRule{named(rs, e, best, best.Rule, RoleDecided, SourceRuleset)}
+	decided := named(rs, e, best, best.Rule, RoleDecided, SourceRuleset)
+	for _, a := range tied {
+		if a.Hook != best.Hook && a.Rule == best.Rule && len(a.Assumed) == len(best.Assumed) {
+			decided.OrHooks = append(decided.OrHooks, a.Hook)
+		}
+	}
+	return []NetfilterRule{decided}
 }
 
 func named(rs *ruleset.Ruleset, e *event.Event, a *ruleset.Attribution, r *ruleset.Rule, role, source string) NetfilterRule {

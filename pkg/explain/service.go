@@ -44,6 +44,27 @@ func (s Service) String() string {
 // namespace/name, and :port when the port is named (DNS labels).
 var servicePortName = regexp.MustCompile(`^([a-z0-9][-a-z0-9]*)/([a-z0-9][-a-z0-9.]*)(?::([-a-z0-9]+))?$`)
 
+// kubeProxyDrops are why kube-proxy's iptables mode drops or rejects, as
+// its rules' comments say after the Service ("ns/svc:port has no
+// endpoints"), and what the user is to make of it.
+var kubeProxyDrops = []struct{ prefix, why string }{
+	{"has no endpoints", "the Service has no endpoints (no ready pod backs it), so kube-proxy rejects new connections to it"},
+	{"has no local endpoints", "the Service's externalTrafficPolicy is Local and no endpoint runs on this node, so kube-proxy drops what comes from outside"},
+	{"traffic not accepted by KUBE-FW-", "the source is not in the Service's loadBalancerSourceRanges, which its KUBE-FW chain lets through: add the client's range to spec.loadBalancerSourceRanges, or call from an allowed address"},
+}
+
+// kubeProxyDrop says why kube-proxy's iptables mode dropped, from what
+// its rule's comment says after the Service; "" when it says nothing
+// kube-proxy writes.
+func kubeProxyDrop(comment string) string {
+	for _, d := range kubeProxyDrops {
+		if strings.HasPrefix(comment, d.prefix) {
+			return d.why
+		}
+	}
+	return ""
+}
+
 // addressKinds are the suffixes of kube-proxy's comments on the jumps out
 // of KUBE-SERVICES, and what they say of the destination address.
 var addressKinds = []struct{ suffix, kind string }{
@@ -84,13 +105,17 @@ func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *Service {
 // serviceOfDrop is the Service a DROP or REJECT of kube-proxy's is for:
 // its nftables mode rejects a connection to a Service without endpoints
 // through an element of its no-endpoint-services map, whose comment names
-// the Service (firewall-ips likewise); nil for any other rule.
+// the Service (firewall-ips likewise); its iptables mode names it first in
+// the rule's comment, with why (kubeProxyDrops). nil for any other rule.
 func serviceOfDrop(r *ruleset.Rule, via []*ruleset.Rule) *Service {
 	if r == nil || (r.Target != "DROP" && r.Target != "REJECT") {
 		return nil
 	}
 	if s := serviceOfComment(r.Comment); s != nil {
 		return s
+	}
+	if name, why, ok := strings.Cut(r.Comment, " "); ok && kubeProxyDrop(why) != "" {
+		return serviceOfComment(name)
 	}
 	for i := len(via) - 1; i >= 0; i-- {
 		if s := serviceOfComment(via[i].Comment); s != nil {

@@ -122,6 +122,35 @@ func (s service) write(t *natTable) {
 	}
 }
 
+// loadBalancerFirewalled writes what kube-proxy (1.28 and later) writes
+// for the Service's load-balancer address lb and its port with source
+// ranges (loadBalancerSourceRanges): a KUBE-FW chain that lets only those through
+// to the external chain, and in the filter table (returned, for
+// iptables-restore) the DROP in KUBE-PROXY-FIREWALL that whatever it let
+// pass meets, still addressed to lb.
+func (s service) loadBalancerFirewalled(t *natTable, lb string, ranges ...string) (filter string) {
+	ext := chainHash("KUBE-EXT-", s.name)
+	t.chain(ext)
+	comment := fmt.Sprintf(`"default/%s loadbalancer IP"`, s.name)
+	t.add(`-A %s -m comment --comment "masquerade traffic for default/%s external destinations" -j KUBE-MARK-MASQ`, ext, s.name)
+	t.add(`-A %s -j %s`, ext, s.svcChain())
+	fw := chainHash("KUBE-FW-", s.name)
+	t.chain(fw)
+	t.add(`-A KUBE-SERVICES -d %s -p tcp -m comment --comment %s -m tcp --dport %s -j %s`, t.f.host(lb), comment, s.port, fw)
+	for _, r := range ranges {
+		t.add(`-A %s -s %s -m comment --comment %s -j %s`, fw, r, comment, ext)
+	}
+	t.add(`-A %s -m comment --comment "other traffic to default/%s will be dropped by KUBE-PROXY-FIREWALL"`, fw, s.name)
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-PROXY-FIREWALL - [0:0]\n")
+	for _, hook := range []string{"INPUT", "FORWARD", "OUTPUT"} {
+		fmt.Fprintf(&b, "-A %s -m conntrack --ctstate NEW -m comment --comment \"kubernetes load balancer firewall\" -j KUBE-PROXY-FIREWALL\n", hook)
+	}
+	fmt.Fprintf(&b, "-A KUBE-PROXY-FIREWALL -d %s -p tcp -m comment --comment \"default/%s traffic not accepted by %s\" -m tcp --dport %s -j DROP\nCOMMIT\n",
+		t.f.host(lb), s.name, fw, s.port)
+	return b.String()
+}
+
 // hostPort is what the CNI portmap plugin writes for one container's
 // hostPort mapping.
 func hostPort(t *natTable, containerID, hostPortNum, podIP, podPort string) {

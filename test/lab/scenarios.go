@@ -22,7 +22,8 @@ const (
 	PodPort          = 8080
 	SYNOverflowQueue = 1
 	ClashQueue       = 7            // conntrack-clash: node 2's netfilter queue
-	SelfServiceIP    = "10.96.0.40" // hairpin-mode: ClusterIP whose only endpoint is its caller, p1
+	SelfServiceIP    = "10.96.0.41" // hairpin-mode: ClusterIP whose only endpoint is its caller, p1
+	UnderlayCIDR     = "172.20.0.0/24"
 )
 
 // Client is traffic a scenario drives: Count connections from Namespace
@@ -99,13 +100,14 @@ func nodeRules(f Family, node int) string {
 type builder func(healthy bool, f Family) *Scenario
 
 var builders = map[string]builder{
-	"snat-missing":    snatMissing,
-	"syn-overflow":    synOverflow,
-	"service-paths":   servicePaths,
-	"stale-hostport":  staleHostPort,
-	"hairpin":         hairpin,
-	"conntrack-clash": conntrackClash,
-	"hairpin-mode":    hairpinMode,
+	"snat-missing":     snatMissing,
+	"syn-overflow":     synOverflow,
+	"service-paths":    servicePaths,
+	"stale-hostport":   staleHostPort,
+	"hairpin":          hairpin,
+	"conntrack-clash":  conntrackClash,
+	"hairpin-mode":     hairpinMode,
+	"lb-source-ranges": lbSourceRanges,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,
@@ -359,5 +361,35 @@ func hairpinMode(healthy bool, f Family) *Scenario {
 		Rules:      map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
 		Sysctls:    [][3]string{{NsNode1, "net.bridge.bridge-nf-call-iptables", "1"}},
 		Clients:    []Client{{Namespace: Prefix + "p1", Target: f.HostPort(SelfServiceIP, 80), Count: 1, Timeout: 3 * time.Second}},
+	}
+}
+
+// 8. A client outside the cluster calls a Service's load-balancer address
+// whose loadBalancerSourceRanges do not include it (a range typed wrong,
+// or the client behind a NAT nobody listed): kube-proxy's KUBE-FW chain
+// lets it pass untranslated, and its KUBE-PROXY-FIREWALL drops it in
+// node 1's FORWARD. The underlay routes the address to node 1, as a
+// load balancer's announcement would. The healthy twin lists the
+// underlay's range.
+func lbSourceRanges(healthy bool, f Family) *Scenario {
+	t := natTable{f: f}
+	kubeProxyBase(&t)
+	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	svc := service{name: "ingress", clusterIP: f.IngressService, port: "443", endpoints: []endpoint{{f.IngressPod, "443"}}}
+	svc.write(&t)
+	allowed := "203.0.113.0/25"
+	if healthy {
+		allowed = UnderlayCIDR
+	}
+	filter := svc.loadBalancerFirewalled(&t, f.LoadBalancer, allowed)
+	kubeProxyNodePorts(&t)
+	return &Scenario{
+		Description: fmt.Sprintf("a client on the underlay calls load balancer %s, whose loadBalancerSourceRanges (%s) leave it out",
+			f.HostPort(f.LoadBalancer, 443), allowed),
+		Pods:    withPods(Pod{"ingress", 1, IngressPodIP, IPv6.IngressPod}),
+		Servers: []Server{{Pod: "ingress", Port: 443, Accept: true}},
+		Rules:   map[string]string{NsNode1: t.String() + filter, NsNode2: nodeRules(f, 1)},
+		Extra:   [][]string{ipn(NsUnderlay, "route", "add", f.LoadBalancer+"/32", "via", f.Node1)},
+		Clients: []Client{{Namespace: NsUnderlay, Target: f.HostPort(f.LoadBalancer, 443), Count: 1, Timeout: 3 * time.Second}},
 	}
 }
