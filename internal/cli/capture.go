@@ -368,7 +368,12 @@ func (c *capture) finish(p *engine.Pipeline, d time.Duration) {
 		}
 	}
 	if c.tracer != nil {
+		// Every step delivered is then both known and queued for the
+		// recording, which Finish drains before it explains the last
+		// flows: a step delivered later would name a rule live that the
+		// recording, and so replay, would not.
 		c.tracer.Sync()
+		c.tracer.Close()
 	}
 	p.Finish(lost, shed, d)
 	if c.tracer != nil && (c.tracer.Lost() > 0 || c.unrecorded.Load() > 0) {

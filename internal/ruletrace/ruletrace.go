@@ -121,12 +121,15 @@ func (t *Tracer) Sync() {
 	}
 }
 
-// Close stops tracing and removes nettrace's tables.
+// Close stops tracing and removes nettrace's tables; when it returns, no
+// trace step is being delivered any more. Closing again does nothing.
 func (t *Tracer) Close() {
 	t.mu.Lock()
-	t.closed = true
-	for _, s := range t.spaces {
-		s.close()
+	if !t.closed {
+		t.closed = true
+		for _, s := range t.spaces {
+			s.close()
+		}
 	}
 	t.mu.Unlock()
 	t.wg.Wait()
