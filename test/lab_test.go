@@ -573,19 +573,29 @@ func checkConntrackClash(t *testing.T, r labRun, healthy bool) {
 	namedPods(t, xs[0], map[string]string{f.Pod1: "p1", f.Pod2: "p2"})
 }
 
+// twinConnected checks a healthy twin whose one client connects: it did,
+// and nothing was found. It says whether r was the healthy twin.
+func (r labRun) twinConnected(t *testing.T, healthy bool) bool {
+	t.Helper()
+	if !healthy {
+		return false
+	}
+	if res := r.results(); res[lab.Connected] != 1 {
+		t.Fatalf("client outcomes %v, want connected", res)
+	}
+	r.healthy(t)
+	return true
+}
+
 // checkHairpinMode: a pod calling itself through its Service is named,
 // with its bridge port and the setting to change, exactly when the port's
 // hairpin mode is off.
 func checkHairpinMode(t *testing.T, r labRun, healthy bool) {
-	f := r.family
-	res := r.results()
-	if healthy {
-		if res[lab.Connected] != 1 {
-			t.Fatalf("client outcomes %v, want connected", res)
-		}
-		r.healthy(t)
+	if r.twinConnected(t, healthy) {
 		return
 	}
+	f := r.family
+	res := r.results()
 	if res[lab.Connected] != 0 {
 		t.Fatalf("client outcomes %v, want no connection", res)
 	}
@@ -611,15 +621,11 @@ func checkHairpinMode(t *testing.T, r labRun, healthy bool) {
 // traced, in INPUT or FORWARD from the ruleset (nothing seen says whether
 // the address was local).
 func checkLBSourceRanges(t *testing.T, r labRun, healthy bool) {
-	f := r.family
-	res := r.results()
-	if healthy {
-		if res[lab.Connected] != 1 {
-			t.Fatalf("client outcomes %v, want connected", res)
-		}
-		r.healthy(t)
+	if r.twinConnected(t, healthy) {
 		return
 	}
+	f := r.family
+	res := r.results()
 	if res[lab.TimedOut] != 1 {
 		t.Fatalf("client outcomes %v, want a timeout", res)
 	}

@@ -87,12 +87,20 @@ var basePods = []Pod{{"p1", 1, Pod1IP, IPv6.Pod1}, {"p2", 2, Pod2IP, IPv6.Pod2},
 // withPods is basePods and more.
 func withPods(more ...Pod) []Pod { return append(append([]Pod{}, basePods...), more...) }
 
-// nodeRules is a node's nat table in family f: kube-proxy and flannel,
-// no services of interest.
-func nodeRules(f Family, node int) string {
+// nodeBase starts a node's nat table in family f (node 0 or 1) with
+// kube-proxy's base chains and flannel's masquerade, healthy: what every
+// scenario's node has before its Services.
+func nodeBase(f Family, node int) natTable {
 	t := natTable{f: f}
 	kubeProxyBase(&t)
 	flannel(&t, nodes[node].addrs(f).podCIDR, "")
+	return t
+}
+
+// nodeRules is a node's nat table in family f: kube-proxy and flannel,
+// no services of interest.
+func nodeRules(f Family, node int) string {
+	t := nodeBase(f, node)
 	kubeProxyNodePorts(&t)
 	return t.String()
 }
@@ -200,9 +208,7 @@ func snatMissing(healthy bool, f Family) *Scenario {
 // tiny backlog and never accepts: the accept queue fills and further SYNs
 // are dropped by the listener.
 func synOverflow(healthy bool, f Family) *Scenario {
-	t := natTable{f: f}
-	kubeProxyBase(&t)
-	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	t := nodeBase(f, 0)
 	svc := service{name: "echo", clusterIP: f.EchoService, port: "80", endpoints: []endpoint{{f.Pod1, "8080"}}}
 	svc.write(&t)
 	ext := chainHash("KUBE-EXT-", "echo")
@@ -229,9 +235,7 @@ func synOverflow(healthy bool, f Family) *Scenario {
 // seed 002: KUBE-SERVICES, KUBE-MARK-MASQ, KUBE-SVC random choice,
 // KUBE-SEP DNAT, KUBE-POSTROUTING MASQUERADE).
 func servicePaths(_ bool, f Family) *Scenario {
-	t := natTable{f: f}
-	kubeProxyBase(&t)
-	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	t := nodeBase(f, 0)
 	service{name: "paths", clusterIP: f.PathsService, port: "80", masqOffCluster: true,
 		endpoints: []endpoint{{f.Pod1, "8080"}, {f.Pod2, "8080"}}}.write(&t)
 	kubeProxyNodePorts(&t)
@@ -281,9 +285,7 @@ func staleHostPort(healthy bool, f Family) *Scenario {
 // node's iptables here (bridge-nf-call-iptables=0, as on CNIs that route
 // pods without a netfilter-enabled bridge), in both twins.
 func hairpin(healthy bool, f Family) *Scenario {
-	t := natTable{f: f}
-	kubeProxyBase(&t)
-	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	t := nodeBase(f, 0)
 	svc := service{name: "ingress", clusterIP: f.IngressService, port: "443", endpoints: []endpoint{{f.IngressPod, "443"}}}
 	svc.write(&t)
 	ext := chainHash("KUBE-EXT-", "ingress")
@@ -346,9 +348,7 @@ func conntrackClash(healthy bool, f Family) *Scenario {
 // in on. The bridge plugin's hairpinMode is off in the faulty twin, on (as
 // flannel delegates it) in the healthy one.
 func hairpinMode(healthy bool, f Family) *Scenario {
-	t := natTable{f: f}
-	kubeProxyBase(&t)
-	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	t := nodeBase(f, 0)
 	svc := service{name: "self", clusterIP: SelfServiceIP, port: "80", endpoints: []endpoint{{f.Pod1, fmt.Sprint(PodPort)}}}
 	svc.write(&t)
 	kubeProxyNodePorts(&t)
@@ -372,9 +372,7 @@ func hairpinMode(healthy bool, f Family) *Scenario {
 // load balancer's announcement would. The healthy twin lists the
 // underlay's range.
 func lbSourceRanges(healthy bool, f Family) *Scenario {
-	t := natTable{f: f}
-	kubeProxyBase(&t)
-	flannel(&t, nodes[0].addrs(f).podCIDR, "")
+	t := nodeBase(f, 0)
 	svc := service{name: "ingress", clusterIP: f.IngressService, port: "443", endpoints: []endpoint{{f.IngressPod, "443"}}}
 	svc.write(&t)
 	allowed := "203.0.113.0/25"
