@@ -639,6 +639,29 @@ func checkLBSourceRanges(t *testing.T, r labRun, healthy bool) {
 	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
 }
 
+// checkConntrackInvalid: a segment of an open connection that conntrack
+// judged INVALID is named with its verdict, the rule that dropped it and
+// the setting that makes conntrack accept it; with conntrack liberal the
+// segment reaches p1, whose TCP discards it, and nothing is found.
+func checkConntrackInvalid(t *testing.T, r labRun, healthy bool) {
+	if r.twinConnected(t, healthy) {
+		return
+	}
+	f := r.family
+	if res := r.results(); res[lab.Connected] != 1 {
+		t.Fatalf("client outcomes %v, want connected", res)
+	}
+	r.require(t, "conntrack's INVALID verdict on p2's segment in node 2", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode2) && e.Point == "nat" && e.CTInvalid && e.Tuple.Src == f.Pod2
+	})
+	xs := r.explained(t, "conntrack-invalid", "TCP segment [P.] "+f.HostPort(f.Pod2, lab.PodPort)+" (pod default/p2) -> "+f.Pod1+":",
+		"of the connection to "+f.HostPort(lab.StreamServiceIP, 80)+" (Service default/stream, cluster IP) was judged INVALID by conntrack in "+lab.NsNode2+" PREROUTING, and filter KUBE-FORWARD rule 1 (DROP",
+		"dropped it in FORWARD", "net.netfilter.nf_conntrack_tcp_be_liberal=1` in "+lab.NsNode2)
+	r.namedRule(t, xs[0], lab.NsNode2, "decided", "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP")
+	namedPods(t, xs[0], map[string]string{f.Pod1: "p1", f.Pod2: "p2"})
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "stream", Address: "cluster IP"})
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -658,6 +681,7 @@ var scenarioChecks = []scenarioCheck{
 	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
 	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
 	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, checkLBSourceRanges},
+	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

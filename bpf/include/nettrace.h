@@ -59,6 +59,7 @@ enum nt_kind {
 #define NT_F_PRE 0x04   /* u.nat.pre is known (the pre-NAT half was observed) */
 #define NT_F_GROUP 0x08 /* received as a link-layer broadcast or multicast */
 #define NT_F_HOPS 0x10  /* the record carries its packet's next events (struct nt_hops_tail) */
+#define NT_F_CT_INVALID 0x20 /* conntrack ran at the hook and judged the packet INVALID (NAT point) */
 #define NT_F_WIDE 0x40  /* the record is a struct nt_event (else struct nt_event4) */
 
 #define NT_HOOK_NONE 0xff

@@ -55,12 +55,14 @@ type JSONEvent struct {
 	Translated bool       `json:"translated,omitempty"`
 	// Translations say what a nat event did in the connection's terms
 	// (event.Translation): dnat, snat, undnat, unsnat.
-	Translations []string       `json:"translations,omitempty"`
-	OutDev       string         `json:"out_dev,omitempty"`
-	CT           *JSONConntrack `json:"ct,omitempty"`
-	Route        *JSONRoute     `json:"route,omitempty"`
-	VXLAN        *JSONVXLAN     `json:"vxlan,omitempty"`
-	SYN          *JSONSYN       `json:"syn,omitempty"`
-	Drop         *JSONDrop      `json:"drop,omitempty"`
-	TCP          *JSONTCP       `json:"tcp,omitempty"`
+	Translations []string `json:"translations,omitempty"`
+	// CTInvalid says conntrack judged the packet INVALID at a nat event.
+	CTInvalid bool           `json:"ct_invalid,omitempty"`
+	OutDev    string         `json:"out_dev,omitempty"`
+	CT        *JSONConntrack `json:"ct,omitempty"`
+	Route     *JSONRoute     `json:"route,omitempty"`
+	VXLAN     *JSONVXLAN     `json:"vxlan,omitempty"`
+	SYN       *JSONSYN       `json:"syn,omitempty"`
+	Drop      *JSONDrop      `json:"drop,omitempty"`
+	TCP       *JSONTCP       `json:"tcp,omitempty"`
 }

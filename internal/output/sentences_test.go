@@ -34,6 +34,7 @@ func TestFindingsReadAsSentences(t *testing.T) {
 		"no listener": fixture.NoListener(), "netfilter drop": fixture.NetfilterDrop(),
 		"conntrack clash": fixture.ConntrackClash(), "no reply": fixture.NoReply(), "no reply, dropped by a socket": fixture.NoReplyDroppedBySocket(),
 		"rp_filter": fixture.RPFilterReply(), "hairpin mode off": fixture.HairpinOff(false),
+		"conntrack INVALID": fixture.ConntrackInvalid(false, false, false),
 	}
 	fired := map[string]bool{}
 	for name, events := range fixtures {

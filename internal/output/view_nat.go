@@ -11,6 +11,9 @@ import (
 type natView struct{}
 
 func (natView) step(_ Names, f *flow.Flow, e *event.Event) string {
+	if e.Flags&event.FlagCTInvalid != 0 {
+		return "conntrack: INVALID (no entry, not translated)"
+	}
 	if e.Flags&event.FlagPre == 0 {
 		return "NAT hook (state before unknown)"
 	}
@@ -61,6 +64,9 @@ func (natView) jsonKey() string { return "" }
 // object: the tuple before the hook and what changed, and the route's
 // device after it.
 func (natView) appendJSONFields(b []byte, o *jsonObject, e *event.Event) []byte {
+	if e.Flags&event.FlagCTInvalid != 0 {
+		b = append(o.key(b, "ct_invalid"), "true"...)
+	}
 	if e.Flags&event.FlagPre != 0 {
 		b = appendTuple(o.key(b, "pre"), e.NAT.Pre)
 		if bareTuple(e.NAT.Pre) != bareTuple(e.Tuple) {
@@ -77,6 +83,9 @@ func (natView) appendJSON(b []byte, _ Names, _ *event.Event) []byte { return b }
 // and after, and what the change was. The rules that decided it are the
 // report's (the exporter's).
 func (natView) pcapng(_ Names, e *event.Event, c []string) []string {
+	if e.Flags&event.FlagCTInvalid != 0 {
+		c = append(c, "conntrack: INVALID")
+	}
 	if e.Flags&event.FlagPre == 0 {
 		return c
 	}

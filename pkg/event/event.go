@@ -100,6 +100,10 @@ const (
 	FlagCT    = 0x02 // CT is the packet's conntrack entry
 	FlagPre   = 0x04 // NAT.Pre is known
 	FlagGroup = 0x08 // received as a link-layer broadcast or multicast
+	// FlagCTInvalid: on a nat event, conntrack ran at the hook and left the
+	// packet without an entry: it judged it INVALID, and NAT let it pass as
+	// it came.
+	FlagCTInvalid = 0x20
 )
 
 // IP protocol numbers used in tuples.

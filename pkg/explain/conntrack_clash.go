@@ -30,7 +30,7 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 	if nat == nil || (nat.Hook != event.HookPostrouting && nat.Hook != event.HookInput) {
 		return nil
 	}
-	if rulesetAt(n, drop) == nil || dropRules(n, drop, nat.Hook) != nil {
+	if rulesetAt(n, drop) == nil || dropRules(n, drop, "", nat.Hook) != nil {
 		return nil
 	}
 	t, entry := packetTuple(drop), "its new conntrack entry"

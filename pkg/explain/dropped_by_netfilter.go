@@ -83,11 +83,14 @@ func netfilterDrop(f *flow.Flow, n Context) (*flow.Packet, *event.Event) {
 // hooks it can have been dropped at: those after the last NAT hook p was
 // seen at in the drop's namespace, which it returns.
 func netfilterDropRules(n Context, p *flow.Packet, drop *event.Event) ([]NetfilterRule, event.Hook) {
-	last := event.HookNone
+	last, state := event.HookNone, ""
 	if nat := lastNAT(p, drop); nat != nil {
 		last = nat.Hook
+		if nat.Flags&event.FlagCTInvalid != 0 {
+			state = "INVALID"
+		}
 	}
-	return dropRules(n, drop, hooksAfter(last)...), last
+	return dropRules(n, drop, state, hooksAfter(last)...), last
 }
 
 // hooksAfter lists the hooks whose filter, mangle or raw chains can have

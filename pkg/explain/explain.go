@@ -73,6 +73,7 @@ var Rules = []Rule{
 	{"syn-dropped-at-listener", synDroppedAtListener},
 	{"bridge-hairpin-off", bridgeHairpinOff},
 	{"dnat-to-dead-endpoint", dnatToDeadEndpoint},
+	{"conntrack-invalid", conntrackInvalid},
 	{"reply-bypassed-nat", replyBypassedNAT},
 	{"conntrack-clash", conntrackClash},
 	{"dropped-by-netfilter", droppedByNetfilter},

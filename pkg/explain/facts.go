@@ -10,6 +10,7 @@ import (
 )
 
 const (
+	tcpFIN = 0x01
 	tcpSYN = 0x02
 	tcpRST = 0x04
 	tcpACK = 0x10

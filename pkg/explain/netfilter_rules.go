@@ -149,7 +149,7 @@ func natRulesWith(n Context, e *event.Event, mark ruleset.Mark, other bool) ([]N
 	if !ruleset.CrossesNAT(e) {
 		return nil, mark
 	}
-	a, source := confirmNAT(rs, rs.NATOf(e, mark), e.Hook.String(), tracedSteps(n, e, e.Hook, e.NAT.Pre))
+	a, source := confirmNAT(rs, rs.NATOf(e, mark), e.Hook.String(), ruleset.FirstPass(tracedSteps(n, e, e.Hook, e.NAT.Pre)))
 	if a == nil {
 		return nil, mark
 	}
@@ -189,8 +189,9 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 // dropRules names the rule that dropped a packet: the one the kernel
 // traced it to, else, of the hooks it can have been dropped in, the
 // attribution from the ruleset that needs the fewest assumptions, the
-// first hook among equals.
-func dropRules(n Context, e *event.Event, hooks ...event.Hook) []NetfilterRule {
+// first hook among equals. ctState is conntrack's state of the packet when
+// known ("INVALID"), which settles --ctstate matches.
+func dropRules(n Context, e *event.Event, ctState string, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	for _, hook := range hooks {
 		if a := rs.TracedDrop(hook.String(), tracedSteps(n, e, hook, packetTuple(e))); a != nil {
@@ -205,7 +206,9 @@ func dropRules(n Context, e *event.Event, hooks ...event.Hook) []NetfilterRule {
 	for _, hook := range hooks {
 		at := *e
 		at.Hook = hook
-		a := rs.Drop(hook.String(), ruleset.HookPacket(&at, packetTuple(e)))
+		p := ruleset.HookPacket(&at, packetTuple(e))
+		p.CTState = ctState
+		a := rs.Drop(hook.String(), p)
 		if a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {
 			best = a
 		}

@@ -17,6 +17,9 @@ type Packet struct {
 	Sport, Dport uint16
 	In, Out      string // devices; "" when not known
 	Mark         Mark
+	// CTState is conntrack's state of the packet, as --ctstate names it
+	// ("INVALID"); "" when not known.
+	CTState string
 }
 
 // Mark is what is known of a packet's mark: the bits of Known, valued as
@@ -607,6 +610,11 @@ func (w *walker) match(m match) settled {
 			return unsure // bits no rule on the path set, and the kernel did not say
 		}
 		hit = w.mark.Value&m.mask == m.value
+	case matchCTState:
+		if p.CTState == "" {
+			return unsure
+		}
+		hit = slices.Contains(m.states, p.CTState)
 	case matchSport, matchDport:
 		port := p.Dport
 		if m.kind == matchSport {

@@ -18,6 +18,7 @@ const (
 	matchSport
 	matchDport
 	matchMark
+	matchCTState
 	// matchOpaque is a match the packet's tuple cannot settle: a mark,
 	// conntrack state, address type, a random choice.
 	matchOpaque
@@ -33,7 +34,8 @@ type match struct {
 	ports  []portRange
 	value  uint32 // mark: (packet mark & mask) == value
 	mask   uint32
-	text   string // as written, for an opaque match
+	states []string // conntrack states, any of which matches
+	text   string   // as written, for an opaque match
 }
 
 type portRange struct{ lo, hi uint16 }
@@ -125,7 +127,7 @@ func parseRule(table, line string) (*Rule, error) {
 			module, opaque = v, -1
 			i++
 			switch v {
-			case "comment", "tcp", "udp", "multiport", "mark":
+			case "comment", "tcp", "udp", "multiport", "mark", "conntrack", "state":
 			default:
 				m.kind, m.text = matchOpaque, "-m "+v
 				r.matches = append(r.matches, m)
@@ -165,6 +167,9 @@ func parseRule(table, line string) (*Rule, error) {
 				return nil, fmt.Errorf("--mark %s: %w", v, err)
 			}
 			m.kind, m.value, m.mask = matchMark, value, mask
+			i++
+		case (module == "conntrack" && w == "--ctstate") || (module == "state" && w == "--state"):
+			m.kind, m.states = matchCTState, strings.Split(v, ",")
 			i++
 		case module == "comment" && w == "--comment":
 			r.Comment = v

@@ -255,6 +255,7 @@ COMMIT
 		{"the chain's DROP policy", "FORWARD", pkt("10.244.1.10:40000", "10.244.2.10:80", "cni0", "flannel.1"), "policy", ""},
 		{"accepted by filter: only the mark rule can have dropped it", "INPUT", pkt("10.244.1.10:40000", "10.244.1.1:22", "cni0", ""), "INPUT 01", ""},
 		{"no rule drops it", "OUTPUT", pkt("10.244.1.1:22", "10.244.1.10:40000", "", "cni0"), "", ""},
+		{"conntrack said INVALID: the ctstate rule, no assumption", "INPUT", invalid(pkt("10.244.2.10:40000", "10.244.1.1:8080", "cni0", "")), "KUBE-NWPLCY 02", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := rs.Drop(tc.hook, tc.p)
@@ -266,6 +267,12 @@ COMMIT
 			}
 		})
 	}
+}
+
+// invalid is p as conntrack judged it: INVALID.
+func invalid(p Packet) Packet {
+	p.CTState = "INVALID"
+	return p
 }
 
 func TestParse(t *testing.T) {

@@ -111,10 +111,12 @@ const traceWindow = 5_000_000_000
 // before the event's hook ran by this much belongs to an earlier packet.
 const traceSlack = 1_000_000
 
-// Pass returns the steps, in order, of the packet with tuple p seen at
-// hook in netns at kernel time at: of the traced packets with that tuple
-// there, the first read after it (within traceWindow). nil when no trace
-// of it was kept.
+// Pass returns the steps of the packets with tuple p seen at hook in netns
+// at kernel time at: of the traced packets with that tuple there, those
+// read after it (within traceWindow), each one's steps in order, the first
+// read first. Several packets of one connection can pass within a
+// reader's lag, and only what they did tells them apart (FirstPass,
+// TracedDrop). nil when no trace of it was kept.
 func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 	if ts == nil {
 		return nil
@@ -123,22 +125,44 @@ func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 	defer ts.mu.RUnlock()
 	k := keyOf(netns, hook, p)
 	steps := append(ts.old[k][:len(ts.old[k]):len(ts.old[k])], ts.cur[k]...)
-	var best *Trace
-	for i := range steps {
-		if s := &steps[i]; s.Time+traceSlack >= at && s.Time <= at+traceWindow && (best == nil || s.Time < best.Time) {
-			best = s
+	var ids []uint32
+	for _, s := range steps {
+		if s.Time+traceSlack >= at && s.Time <= at+traceWindow && !slices.Contains(ids, s.ID) {
+			ids = append(ids, s.ID)
 		}
 	}
-	if best == nil {
-		return nil
-	}
 	var out []Trace
-	for _, s := range steps {
-		if s.ID == best.ID && s.Time+traceSlack >= at {
-			out = append(out, s)
+	for _, id := range ids {
+		for _, s := range steps {
+			if s.ID == id && s.Time+traceSlack >= at {
+				out = append(out, s)
+			}
 		}
 	}
 	return out
+}
+
+// passes splits Pass's steps into each packet's.
+func passes(steps []Trace) [][]Trace {
+	var out [][]Trace
+	for i := 0; i < len(steps); {
+		j := i + 1
+		for j < len(steps) && steps[j].ID == steps[i].ID {
+			j++
+		}
+		out = append(out, steps[i:j])
+		i = j
+	}
+	return out
+}
+
+// FirstPass is the steps of the first packet Pass found: the one a
+// connection's first packet left, where NAT rules run.
+func FirstPass(steps []Trace) []Trace {
+	if ps := passes(steps); len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
 }
 
 // Traced attributes what table did at hook to a packet from its traced
@@ -210,12 +234,15 @@ func (rs *Ruleset) TracedNAT(hook string, steps []Trace) *Attribution {
 	return first
 }
 
-// TracedDrop attributes the drop of a packet at hook from its steps there:
-// the rule or policy of any table that dropped it; nil when none did.
+// TracedDrop attributes the drop of a packet at hook from the steps of
+// the first packet of Pass's that was dropped there: the rule or policy of
+// any table that dropped it; nil when none was.
 func (rs *Ruleset) TracedDrop(hook string, steps []Trace) *Attribution {
-	for _, table := range tracedTables(hook, steps) {
-		if a := rs.Traced(table, hook, steps); a != nil && a.Drops() {
-			return a
+	for _, pass := range passes(steps) {
+		for _, table := range tracedTables(hook, pass) {
+			if a := rs.Traced(table, hook, pass); a != nil && a.Drops() {
+				return a
+			}
 		}
 	}
 	return nil

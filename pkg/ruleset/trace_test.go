@@ -2,6 +2,7 @@ package ruleset
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -82,34 +83,47 @@ func TestTraced(t *testing.T) {
 }
 
 // TestTracesPass: a packet's steps are told from those of a later packet
-// with the same tuple, and from those read too long after it.
+// with the same tuple, and from those read too long after it; a drop is
+// attributed to the packet of the tuple that was dropped, not to the first.
 func TestTracesPass(t *testing.T) {
 	p := Packet{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: 17, Sport: 5000, Dport: 53}
 	var ts Traces
 	for _, s := range []Trace{
-		{Netns: 1, Time: 1_000_100, ID: 1, Hook: "OUTPUT", Packet: p, Verdict: "continue"},
-		{Netns: 1, Time: 1_000_200, ID: 1, Hook: "OUTPUT", Packet: p, Verdict: "accept"},
-		{Netns: 1, Time: 900_000_000, ID: 2, Hook: "OUTPUT", Packet: p, Verdict: "drop"},
+		{Netns: 1, Time: 1_000_100, ID: 1, Hook: "OUTPUT", Table: "filter", Chain: "OUTPUT", Position: 1, Kind: TraceRule, Packet: p, Verdict: "continue"},
+		{Netns: 1, Time: 1_000_200, ID: 1, Hook: "OUTPUT", Table: "filter", Chain: "OUTPUT", Position: 2, Kind: TraceRule, Packet: p, Verdict: "accept"},
+		{Netns: 1, Time: 900_000_000, ID: 2, Hook: "OUTPUT", Table: "filter", Chain: "OUTPUT", Position: 3, Kind: TraceRule, Packet: p, Verdict: "drop"},
 		{Netns: 2, Time: 1_000_100, ID: 3, Hook: "OUTPUT", Packet: p, Verdict: "drop"},
 	} {
 		ts.Add(s)
 	}
 	for _, tc := range []struct {
-		at   uint64
-		ids  []uint32
-		hook string
+		at         uint64
+		ids, first []uint32
+		hook       string
 	}{
-		{1_000_000, []uint32{1, 1}, "OUTPUT"},
-		{899_999_000, []uint32{2}, "OUTPUT"},
-		{1_000_000, nil, "INPUT"},
-		{10_000_000_000, nil, "OUTPUT"},
+		{1_000_000, []uint32{1, 1, 2}, []uint32{1, 1}, "OUTPUT"},
+		{899_999_000, []uint32{2}, []uint32{2}, "OUTPUT"},
+		{1_000_000, nil, nil, "INPUT"},
+		{10_000_000_000, nil, nil, "OUTPUT"},
 	} {
-		var ids []uint32
-		for _, s := range ts.Pass(1, tc.hook, p, tc.at) {
-			ids = append(ids, s.ID)
-		}
-		if len(ids) != len(tc.ids) || (len(ids) > 0 && ids[0] != tc.ids[0]) {
+		steps := ts.Pass(1, tc.hook, p, tc.at)
+		if ids := traceIDs(steps); !slices.Equal(ids, tc.ids) {
 			t.Errorf("at %d %s: ids %v, want %v", tc.at, tc.hook, ids, tc.ids)
 		}
+		if first := traceIDs(FirstPass(steps)); !slices.Equal(first, tc.first) {
+			t.Errorf("at %d %s: first pass %v, want %v", tc.at, tc.hook, first, tc.first)
+		}
 	}
+	var rs *Ruleset
+	if a := rs.TracedDrop("OUTPUT", ts.Pass(1, "OUTPUT", p, 1_000_000)); a == nil || a.Rule.Position != 3 {
+		t.Errorf("drop attributed to %+v, want the second packet's rule 3", a)
+	}
+}
+
+func traceIDs(steps []Trace) []uint32 {
+	var ids []uint32
+	for _, s := range steps {
+		ids = append(ids, s.ID)
+	}
+	return ids
 }

@@ -78,6 +78,7 @@ type Server struct {
 	Port    int
 	Backlog int  // 0: the system default
 	Accept  bool // false: connections stay in the accept queue
+	Hold    bool // keep each connection open until the client closes it
 }
 
 // Queue is a netfilter queue served in a namespace (ntlab queue): every
@@ -329,6 +330,9 @@ func startServer(labBin string, p Pod, s Server, f Family) error {
 	args := []string{"serve", "--addr", addr, "--name", p.Name, "--backlog", strconv.Itoa(s.Backlog)}
 	if !s.Accept {
 		args = append(args, "--no-accept")
+	}
+	if s.Hold {
+		args = append(args, "--hold")
 	}
 	if err := startDetached(labBin, p.Namespace(), fmt.Sprintf("%s-%d", p.Name, s.Port), args...); err != nil {
 		return fmt.Errorf("server %s: %w", addr, err)

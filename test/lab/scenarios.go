@@ -35,6 +35,10 @@ type Client struct {
 	Count      int
 	Concurrent bool
 	Timeout    time.Duration
+	// OutOfWindow, when set, is the peer the client reaches: once the
+	// reply is read, a segment from it far past the client's window
+	// reaches the client (sendOutOfWindow).
+	OutOfWindow *Peer
 }
 
 // Scenario is one incident (or its healthy twin) ready to build.
@@ -108,14 +112,15 @@ func nodeRules(f Family, node int) string {
 type builder func(healthy bool, f Family) *Scenario
 
 var builders = map[string]builder{
-	"snat-missing":     snatMissing,
-	"syn-overflow":     synOverflow,
-	"service-paths":    servicePaths,
-	"stale-hostport":   staleHostPort,
-	"hairpin":          hairpin,
-	"conntrack-clash":  conntrackClash,
-	"hairpin-mode":     hairpinMode,
-	"lb-source-ranges": lbSourceRanges,
+	"snat-missing":      snatMissing,
+	"syn-overflow":      synOverflow,
+	"service-paths":     servicePaths,
+	"stale-hostport":    staleHostPort,
+	"hairpin":           hairpin,
+	"conntrack-clash":   conntrackClash,
+	"hairpin-mode":      hairpinMode,
+	"lb-source-ranges":  lbSourceRanges,
+	"conntrack-invalid": conntrackInvalid,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -112,15 +113,21 @@ func connect(c Client) (Outcome, error) {
 	o.Result = classify(derr)
 	if derr != nil {
 		o.Err = derr.Error()
-	} else {
-		// Connected: the handshake completed. A server that never accepts
-		// leaves the connection in its accept queue without a reply.
-		conn.SetDeadline(time.Now().Add(c.Timeout))
-		line, rerr := bufio.NewReader(conn).ReadString('\n')
-		conn.Close()
-		o.ServedBy = strings.TrimSpace(line)
-		if rerr != nil {
-			o.Err = rerr.Error()
+		o.Elapsed = time.Since(start)
+		return o, nil
+	}
+	defer conn.Close()
+	// Connected: the handshake completed. A server that never accepts
+	// leaves the connection in its accept queue without a reply.
+	conn.SetDeadline(time.Now().Add(c.Timeout))
+	line, rerr := bufio.NewReader(conn).ReadString('\n')
+	o.ServedBy = strings.TrimSpace(line)
+	if rerr != nil {
+		o.Err = rerr.Error()
+	}
+	if c.OutOfWindow != nil && rerr == nil {
+		if err := sendOutOfWindow(conn.(*net.TCPConn), c.OutOfWindow); err != nil {
+			return o, err
 		}
 	}
 	o.Elapsed = time.Since(start)
@@ -177,9 +184,11 @@ func ListenBacklog(addr string, backlog int) (net.Listener, error) {
 }
 
 // Serve answers every connection with name and a newline, or, with
-// accept=false, leaves connections in the accept queue. It runs until
+// accept=false, leaves connections in the accept queue. With hold it keeps
+// each connection open after the answer until the client closes it (or a
+// minute passes), as a server streaming a response would. It runs until
 // killed.
-func Serve(addr, name string, backlog int, accept bool, readyFile string) error {
+func Serve(addr, name string, backlog int, accept, hold bool, readyFile string) error {
 	if backlog <= 0 {
 		backlog = 4096
 	}
@@ -205,8 +214,12 @@ func Serve(addr, name string, backlog int, accept bool, readyFile string) error 
 			return err
 		}
 		go func() {
+			defer c.Close()
 			c.Write([]byte(name + "\n"))
-			c.Close()
+			if hold {
+				c.SetReadDeadline(time.Now().Add(time.Minute))
+				io.Copy(io.Discard, c)
+			}
 		}()
 	}
 }

@@ -110,9 +110,10 @@ func run(cmd string, args []string) error {
 		name := fs.String("name", "", "name to answer with")
 		backlog := fs.Int("backlog", 0, "listen backlog (0: 4096)")
 		noAccept := fs.Bool("no-accept", false, "never accept: connections stay in the accept queue")
+		hold := fs.Bool("hold", false, "keep each connection open after the answer until the client closes it")
 		ready := fs.String("ready-file", "", "created once listening")
 		fs.Parse(args)
-		return lab.Serve(*addr, *name, *backlog, !*noAccept, *ready)
+		return lab.Serve(*addr, *name, *backlog, !*noAccept, *hold, *ready)
 	case "queue":
 		fs := flag.NewFlagSet("queue", flag.ExitOnError)
 		num := fs.Uint("num", 0, "netfilter queue number")
