@@ -86,6 +86,7 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	if (hook == NF_INET_LOCAL_OUT)
 		nat_note_synack(skb, &e->tuple, netns, direct);
 	slot->skb = (__u64)skb;
+	slot->netns = netns;
 	slot->pre = e->tuple;
 	slot->active = 1;
 	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)) &&
@@ -130,17 +131,37 @@ static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, con
 	return true;
 }
 
+/* Whether conntrack's hooks are registered for family pf in net: each
+ * registration takes a reference on the family's defragmentation, which
+ * conntrack needs, and little else does. Kernels before 5.15 kept no count
+ * (a bool the last user cleared); there nothing is known. net is the
+ * netfilter program's own (trusted: read directly). */
+static __always_inline bool nat_conntrack_tracking(const struct net *net, __u8 pf)
+{
+	if (!bpf_core_field_exists(net->nf.defrag_ipv4_users))
+		return false;
+	if (pf == NFPROTO_IPV6)
+		return net->nf.defrag_ipv6_users > 0;
+	return net->nf.defrag_ipv4_users > 0;
+}
+
 /* Conntrack ran on a packet at this hook and left it without an entry: it
  * judged the packet INVALID (out of its TCP window, a flag combination no
  * state allows, a checksum it checks), and NAT, which translates by the
  * entry, leaves the packet as it came. Conntrack takes packets in at
  * PREROUTING and OUTPUT, before NAT; an untracked packet (raw NOTRACK)
- * carries IP_CT_UNTRACKED rather than nothing. tracking says conntrack's
- * hooks are registered for the packet's family in its namespace. */
-static __always_inline bool nat_judged_invalid(struct sk_buff *skb, __u32 hook, bool tracking, bool direct)
+ * carries IP_CT_UNTRACKED rather than nothing. net is the namespace's when
+ * the method runs at every hook (netfilter), where whether conntrack runs
+ * there for the family pf must be asked; NULL when it runs in NAT's hook
+ * function, which runs only where conntrack does. */
+static __always_inline bool nat_judged_invalid(struct sk_buff *skb, __u32 hook, const struct net *net, __u8 pf,
+					       bool direct)
 {
-	return tracking && (hook == NF_INET_PRE_ROUTING || hook == NF_INET_LOCAL_OUT) &&
-	       NT_RD(direct, skb, _nfct) == 0;
+	if (hook != NF_INET_PRE_ROUTING && hook != NF_INET_LOCAL_OUT)
+		return false;
+	if (NT_RD(direct, skb, _nfct) != 0)
+		return false;
+	return !net || nat_conntrack_tracking(net, pf);
 }
 
 /* An INVALID packet is evidence whatever its flags: it is reported even
@@ -156,27 +177,13 @@ static __always_inline void nat_report_invalid(struct sk_buff *skb, struct nt_ev
 	nt_submit_skb(e, skb, false, direct);
 }
 
-/* Whether conntrack's hooks are registered for family pf in net: each
- * registration takes a reference on the family's defragmentation, which
- * conntrack needs, and little else does. Kernels before 5.15 kept no count
- * (a bool the last user cleared); there nothing is known and nothing is
- * judged INVALID. */
-static __always_inline bool nat_conntrack_tracking(const struct net *net, __u8 pf)
-{
-	if (!bpf_core_field_exists(net->nf.defrag_ipv4_users))
-		return false;
-	if (pf == NFPROTO_IPV6)
-		return BPF_CORE_READ(net, nf.defrag_ipv6_users) > 0;
-	return BPF_CORE_READ(net, nf.defrag_ipv4_users) > 0;
-}
-
 /* route_final says the packet's route is the one it leaves with: the
  * netfilter method runs after the whole NAT hook, but fexit and kretprobe
  * return with NAT's function, before OUTPUT's hook re-routes a translated
  * packet (ip_route_me_harder, which the route point reports): there the
  * route attached is the one the packet is leaving. */
 static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netns, bool direct, bool route_final,
-				     bool tracking)
+				     const struct net *net, __u8 pf)
 {
 	struct nat_slot *slot;
 	NT_EVENT(e);
@@ -203,7 +210,7 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	 * hook of a watched namespace, NAT or not), unless conntrack judged it
 	 * INVALID. */
 	if (!nt_ct_of(skb, direct)) {
-		if (nat_judged_invalid(skb, hook, tracking, direct))
+		if (nat_judged_invalid(skb, hook, net, pf, direct))
 			nat_report_invalid(skb, e, direct);
 		goto out;
 	}
@@ -261,8 +268,7 @@ int nat_after(struct bpf_nf_ctx *ctx)
 {
 	const struct nf_hook_state *state = ctx->state;
 
-	nat_exit(ctx->skb, state->hook, state->net->ns.inum, true, true,
-		 nat_conntrack_tracking(state->net, state->pf));
+	nat_exit(ctx->skb, state->hook, state->net->ns.inum, true, true, state->net, state->pf);
 	return NF_ACCEPT;
 }
 
@@ -279,8 +285,7 @@ SEC("fexit/nf_nat_inet_fn")
 int BPF_PROG(nat_fexit, void *priv, struct sk_buff *skb, const struct nf_hook_state *state,
 	     unsigned int verdict)
 {
-	/* NAT's hook function runs only where conntrack tracks the family. */
-	nat_exit(skb, state->hook, state->net->ns.inum, true, state->hook != NF_INET_LOCAL_OUT, true);
+	nat_exit(skb, state->hook, state->net->ns.inum, true, state->hook != NF_INET_LOCAL_OUT, NULL, 0);
 	return 0;
 }
 
@@ -304,6 +309,6 @@ int BPF_KRETPROBE(nat_kretprobe)
 
 	if (nt_call_pop(&nat_calls, &call))
 		nat_exit((struct sk_buff *)call.obj, call.v[0], call.v[1], false, call.v[0] != NF_INET_LOCAL_OUT,
-			 true);
+			 NULL, 0);
 	return 0;
 }

@@ -126,6 +126,29 @@ int BPF_KRETPROBE(route6_kretprobe, int ret)
 	return 0;
 }
 
+/* route_in_nat_window says whether lookup e is the re-route of the packet
+ * whose OUTPUT NAT is in progress on this CPU (slot). The re-route a DNAT
+ * in OUTPUT triggers looks up the packet's source (or none) and its new
+ * destination: a lookup inside the window that does not (a softirq's input
+ * route, or any lookup after a NAT that dropped its packet, whose window
+ * stays open) is not that packet's. Every namespace's OUTPUT shares the
+ * window: a lookup whose device is in another namespace (a socket's
+ * connect there) is not the re-route either; a failed lookup has no device
+ * to tell by. */
+static __always_inline bool route_in_nat_window(const struct nat_slot *slot, const struct nt_event *e,
+						struct net_device *dev)
+{
+	__u32 any[4] = {};
+
+	if (!slot || !slot->active || !slot->followed || slot->pre.ipv6 != e->tuple.ipv6)
+		return false;
+	if (!nt_same_addr(e->tuple.saddr, any) && !nt_same_addr(e->tuple.saddr, slot->pre.saddr))
+		return false;
+	if (nt_same_addr(e->tuple.daddr, slot->pre.daddr))
+		return false;
+	return !dev || nt_dev_netns(dev, false) == slot->netns;
+}
+
 /* route_lookup_report reports a FIB lookup whose tuple, gateway and device
  * e holds: as the re-route of the packet whose OUTPUT NAT is in progress on
  * this CPU when it is that, else only for an explicit filter match (with no
@@ -134,20 +157,12 @@ static __always_inline void route_lookup_report(struct nt_event *e, struct net_d
 {
 	__u32 hook = NF_INET_LOCAL_OUT;
 	struct nat_slot *slot = bpf_map_lookup_elem(&nat_slots, &hook);
-	__u32 any[4] = {};
 
 	/* Address-type checks (inet_addr_type) look up the local table; they
 	 * are not routing decisions. */
 	if (table == RT_TABLE_LOCAL)
 		return;
-	/* The re-route a DNAT in OUTPUT triggers looks up the packet's
-	 * source (or none) and its new destination: a lookup on this CPU
-	 * inside the window that does not (a softirq's input route, or any
-	 * lookup after a NAT that dropped its packet, whose window stays open)
-	 * is not that packet's. */
-	if (slot && slot->active && slot->followed && slot->pre.ipv6 == e->tuple.ipv6 &&
-	    (nt_same_addr(e->tuple.saddr, any) || nt_same_addr(e->tuple.saddr, slot->pre.saddr)) &&
-	    !nt_same_addr(e->tuple.daddr, slot->pre.daddr)) {
+	if (route_in_nat_window(slot, e, dev)) {
 		e->skb = slot->skb;
 		e->hook = NF_INET_LOCAL_OUT;
 	} else if (!filter_len || !nt_filter_match(&e->tuple)) {

@@ -272,7 +272,7 @@ func TestRulesTableLeavesNoResidue(t *testing.T) {
 			w := startWatch(t, args...)
 			for _, ns := range lab.Namespaces() {
 				tables := sh(t, "ip", "netns", "exec", ns, "nft", "list", "tables")
-				if !strings.Contains(tables, "table ip nettrace\n") || !strings.Contains(tables, "table ip6 nettrace\n") {
+				if !strings.Contains(tables, "table ip nettrace-") || !strings.Contains(tables, "table ip6 nettrace-") {
 					t.Fatalf("%s lacks a table of nettrace's while it traces:\n%s", ns, tables)
 				}
 			}

@@ -82,9 +82,10 @@ struct {
 struct nat_slot {
 	__u64 skb;
 	struct nt_tuple pre;
+	__u32 netns; /* where the NAT runs: its re-route looks up routes there */
 	__u8 active;
 	__u8 followed;
-	__u8 _pad[6];
+	__u8 _pad[2];
 };
 
 struct {

@@ -62,6 +62,38 @@ func (t *Tracer) attachNetfilterAll() ([]link.Link, error) {
 	return all, nil
 }
 
+// prioritySpread bounds how far from its place by the NAT a netfilter
+// link moves when the kernel refuses it its priority: the kernel allows
+// one BPF program per hook and priority, and another tracer (a second
+// nettrace: the DaemonSet's recorder beside an engineer's watch) may hold
+// it. Every priority within it is still between the NAT and the next
+// table (filter at 0, mangle at -150 before DNAT; the SELinux and helper
+// hooks past 225 after SNAT), so the program sees what it would have.
+const prioritySpread = 16
+
+// attachNetfilterLink links one program at its priority, or, while the
+// kernel says another BPF program holds it (EBUSY), at the next one away
+// from the NAT. It returns the priority it linked at.
+func (t *Tracer) attachNetfilterLink(nl netfilterLink, family uint32) (link.Link, int32, error) {
+	step := int32(1)
+	if nl.program == nfBefore {
+		step = -1
+	}
+	priority := nl.priority
+	for i := 0; ; i++ {
+		l, err := link.AttachNetfilter(link.NetfilterOptions{
+			Program:        t.nfPrograms[nl.program],
+			ProtocolFamily: family,
+			HookNumber:     nl.hook,
+			Priority:       priority,
+		})
+		if err == nil || !errors.Is(err, unix.EBUSY) || i == prioritySpread-1 {
+			return l, priority, err
+		}
+		priority += step
+	}
+}
+
 // attachNetfilter links the NAT programs of each hook in one namespace: a
 // netfilter link belongs to the namespace of the thread that creates it.
 func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
@@ -71,12 +103,7 @@ func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
 	err := netns.Do(ns.Path, func() error {
 		for _, family := range []uint32{unix.NFPROTO_IPV4, unix.NFPROTO_IPV6} {
 			for _, nl := range netfilterLinks {
-				l, err := link.AttachNetfilter(link.NetfilterOptions{
-					Program:        t.nfPrograms[nl.program],
-					ProtocolFamily: family,
-					HookNumber:     nl.hook,
-					Priority:       nl.priority,
-				})
+				l, priority, err := t.attachNetfilterLink(nl, family)
 				if err != nil {
 					err = fmt.Errorf("netfilter link in netns %s (%s, hook %d): %w", ns.Name, familyName(family), nl.hook, err)
 					if family == unix.NFPROTO_IPV6 {
@@ -89,7 +116,7 @@ func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
 				}
 				links = append(links, l)
 				attached = append(attached, Attachment{Point: "nat", Program: nfProgramNames[nl.program], Method: MethodNetfilter,
-					Target: ns.Path, Hook: nl.hook, Priority: nl.priority, Family: familyName(family)})
+					Target: ns.Path, Hook: nl.hook, Priority: priority, Family: familyName(family)})
 			}
 		}
 		return nil

@@ -293,10 +293,10 @@ func isClosing(t *Tracer) bool {
 // resolve places a step: the hook it happened at (its base chain's, or for
 // a chain jumped to, the hook the packet's trace is in), the packet (as
 // the last step that carried its headers saw it) and the rule's position
-// in its chain. Steps of nettrace's own tables, of families other than
+// in its chain. Steps of nettraces' own tables, of families other than
 // ip and ip6 and of packets never seen with an IP header are left out.
 func (s *space) resolve(st step, at uint64) (ruleset.Trace, bool) {
-	if st.table == TableName || (st.nfproto != unix.NFPROTO_IPV4 && st.nfproto != unix.NFPROTO_IPV6) {
+	if nettraceTable(st.table) || (st.nfproto != unix.NFPROTO_IPV4 && st.nfproto != unix.NFPROTO_IPV6) {
 		return ruleset.Trace{}, false
 	}
 	if s.stale.Swap(false) {

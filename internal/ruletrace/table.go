@@ -3,6 +3,9 @@ package ruletrace
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
@@ -12,8 +15,17 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 )
 
-// TableName is the nftables table nettrace adds to each namespace.
-const TableName = "nettrace"
+// tablePrefix begins the name of every table a nettrace adds.
+const tablePrefix = "nettrace-"
+
+// TableName is the nftables table this nettrace adds to each namespace:
+// its own, named for its process, as two nettraces may trace at once (the
+// DaemonSet's recorder and an engineer's watch) and a name is one table's.
+var TableName = tablePrefix + strconv.Itoa(os.Getpid())
+
+// nettraceTable says whether a table is one a nettrace added, this one or
+// another: its steps trace the tracer, not the rules.
+func nettraceTable(name string) bool { return strings.HasPrefix(name, tablePrefix) }
 
 // maxAlternatives bounds the rules a filter becomes (one per alternative
 // of its normal form, in each chain).

@@ -16,9 +16,10 @@ import (
 // connection whose data keeps being judged so stalls or is reset. Both
 // halves are seen, never inferred: the entry on the connection's packets
 // in that namespace, and conntrack's verdict on this one (the nat point's
-// ct_invalid). Only a packet of an open connection counts: a late
-// segment after the connection's FIN or reset is often INVALID and harms
-// nothing.
+// ct_invalid). Only a packet of an open connection that the verdict
+// harmed counts (dropped, answered with a reset, or left untranslated): a
+// late segment after the connection's FIN or reset is often INVALID, and
+// one passed on as it came harms nothing.
 func conntrackInvalid(f *flow.Flow, n Context) *Finding {
 	p, inv := invalidPacket(f)
 	if inv == nil {
@@ -39,9 +40,14 @@ func conntrackInvalid(f *flow.Flow, n Context) *Finding {
 		fd.Service = serviceOf(n, dp, d, nil)
 		svc = " of the connection to " + withService(dst(d.NAT.Pre), fd.Service)
 	}
-	summary := fmt.Sprintf("%s %s -> %s%s was judged INVALID by conntrack in %s %s%s", segmentWord(t), fd.atPod(n, src(t)), fd.atPod(n, dst(t)),
-		svc, ns, inv.Hook, untranslated(entry))
-	summary += fd.invalidFate(n, f, p, inv)
+	fate := fd.invalidFate(n, f, p, inv)
+	if fate == "" && untranslated(entry) == "" {
+		// Neither dropped nor left untranslated: passed on as it came,
+		// harming nothing seen.
+		return nil
+	}
+	summary := fmt.Sprintf("%s %s -> %s%s was judged INVALID by conntrack in %s %s%s%s", segmentWord(t), fd.atPod(n, src(t)), fd.atPod(n, dst(t)),
+		svc, ns, inv.Hook, untranslated(entry), fate)
 	fd.Summary = summary + fmt.Sprintf(". If it is outside conntrack's TCP window (a retransmission, a window conntrack did not see grow), `sysctl -w net.netfilter.nf_conntrack_tcp_be_liberal=1` in %s makes conntrack accept it (kube-proxy's conntrack.tcpBeLiberal)", ns) + "."
 	return fd
 }

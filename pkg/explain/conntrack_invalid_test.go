@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
 func TestConntrackInvalid(t *testing.T) {
@@ -16,6 +17,14 @@ func TestConntrackInvalid(t *testing.T) {
 			"judged INVALID by conntrack in n2 PREROUTING, reached 10.244.1.10 untranslated, and was answered with a reset"}},
 		{"conntrack liberal: accepted and un-DNATed", fixture.ConntrackInvalid(true, false, false), false, nil},
 		{"after the connection's FIN", fixture.ConntrackInvalid(false, true, false), false, nil},
+		{"judged INVALID, passed on: no NAT to miss, nothing dropped", passedOn(), false, nil},
 		{"a SYN dropped by a rule, no verdict", fixture.NetfilterDrop(), false, nil},
 	})
+}
+
+// passedOn is the INVALID segment of fixture.ConntrackInvalid reaching p1
+// as it came, unanswered.
+func passedOn() []event.Event {
+	evs := fixture.ConntrackInvalid(false, false, true)
+	return evs[:len(evs)-1]
 }

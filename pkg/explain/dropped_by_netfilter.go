@@ -60,7 +60,7 @@ func kubeProxyWhy(r NetfilterRule) string {
 		via := fmt.Sprintf(", reached by kube-proxy's %s element %s", name, element)
 		switch name {
 		case "no-endpoint-services", "no-endpoint-nodeports":
-			return via + ": the Service has no endpoints (no ready pod backs it), so kube-proxy rejects new connections to it"
+			return via + ": " + kubeProxyDrop("has no endpoints")
 		case "firewall-ips":
 			return via + ": the source is not in the Service's loadBalancerSourceRanges"
 		}
