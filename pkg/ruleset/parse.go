@@ -76,6 +76,26 @@ func tokens(line string) ([]string, error) {
 
 var protocols = map[string]uint8{"all": 0, "icmp": 1, "tcp": 6, "udp": 17, "sctp": 132}
 
+// targetOption reads one option of the rule's target (w, with the word
+// after it v) and says whether it took v as its value.
+func (r *Rule) targetOption(w, v string) (bool, error) {
+	switch w {
+	case "--to-destination":
+		r.ToDestination = v
+	case "--to-source":
+		r.ToSource = v
+	case "--set-xmark":
+		value, mask, err := parseMark(v)
+		if err != nil {
+			return false, fmt.Errorf("--set-xmark %s: %w", v, err)
+		}
+		r.setMark = &markOp{value: value, mask: mask}
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
 func parseRule(table, line string) (*Rule, error) {
 	words, err := tokens(line)
 	if err != nil {
@@ -107,19 +127,11 @@ func parseRule(table, line string) (*Rule, error) {
 			i++
 			continue
 		case inTarget:
-			switch w {
-			case "--to-destination":
-				r.ToDestination = v
-				i++
-			case "--to-source":
-				r.ToSource = v
-				i++
-			case "--set-xmark":
-				value, mask, err := parseMark(v)
-				if err != nil {
-					return nil, fmt.Errorf("--set-xmark %s: %w", v, err)
-				}
-				r.setMark = &markOp{value: value, mask: mask}
+			took, err := r.targetOption(w, v)
+			if err != nil {
+				return nil, err
+			}
+			if took {
 				i++
 			}
 			continue
@@ -134,85 +146,107 @@ func parseRule(table, line string) (*Rule, error) {
 				opaque = len(r.matches) - 1
 			}
 			continue
-		case w == "-s" || w == "--source" || w == "-d" || w == "--destination":
-			p, err := parsePrefix(v)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", w, v, err)
-			}
-			m.kind, m.prefix = matchSrc, p
-			if w == "-d" || w == "--destination" {
-				m.kind = matchDst
-			}
-			i++
-		case w == "-p" || w == "--protocol":
-			proto, ok := protocols[v]
-			if !ok {
-				n, err := strconv.ParseUint(v, 10, 8)
-				if err != nil {
-					return nil, fmt.Errorf("protocol %q", v)
-				}
-				proto = uint8(n)
-			}
-			m.kind, m.proto = matchProto, proto
-			i++
-		case w == "-i" || w == "--in-interface" || w == "-o" || w == "--out-interface":
-			m.kind, m.iface = matchIn, v
-			if w == "-o" || w == "--out-interface" {
-				m.kind = matchOut
-			}
-			i++
-		case module == "mark" && w == "--mark":
-			value, mask, err := parseMark(v)
-			if err != nil {
-				return nil, fmt.Errorf("--mark %s: %w", v, err)
-			}
-			m.kind, m.value, m.mask = matchMark, value, mask
-			i++
-		case (module == "conntrack" && w == "--ctstate") || (module == "state" && w == "--state"):
-			m.kind, m.states = matchCTState, strings.Split(v, ",")
-			i++
 		case module == "comment" && w == "--comment":
 			r.Comment = v
 			i++
 			continue
-		case (module == "tcp" || module == "udp") && (w == "--dport" || w == "--destination-port" || w == "--sport" || w == "--source-port"),
-			module == "multiport" && (w == "--dports" || w == "--destination-ports" || w == "--sports" || w == "--source-ports"):
-			ports, err := parsePorts(v)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", w, v, err)
-			}
-			m.kind, m.ports = matchDport, ports
-			if strings.Contains(w, "sport") || strings.Contains(w, "source") {
-				m.kind = matchSport
-			}
-			i++
-		case opaque >= 0:
-			// An option of a module the tuple cannot settle: kept as text.
-			o := &r.matches[opaque]
-			if m.negate {
-				o.text += " !"
-			}
-			o.text += " " + w
-			if v != "" && !strings.HasPrefix(v, "-") && v != "!" {
-				o.text += " " + v
-				i++
-			}
-			continue
-		default:
-			// A core option or module option this package does not read
-			// (--tcp-flags, -f, ...): it decides nothing it can check.
-			m.kind, m.text = matchOpaque, w
-			if v != "" && !strings.HasPrefix(v, "-") && v != "!" {
-				m.text += " " + v
-				i++
-			}
-			if m.negate {
-				m.text = "! " + m.text
-			}
 		}
-		r.matches = append(r.matches, m)
+		took, err := parseMatch(module, w, v, &m)
+		if err != nil {
+			return nil, err
+		}
+		if !took {
+			took = r.unread(opaque, m, w, v)
+		} else {
+			r.matches = append(r.matches, m)
+		}
+		if took {
+			i++
+		}
 	}
 	return r, nil
+}
+
+// unread keeps an option this package does not read as text: with its
+// module's opaque match (r.matches[opaque]) when it has one, else as an
+// opaque match of its own (a core option such as --tcp-flags or -f): it
+// decides nothing the tuple can settle. It says whether it took v, the
+// word after it, as its value.
+func (r *Rule) unread(opaque int, m match, w, v string) bool {
+	took := v != "" && !strings.HasPrefix(v, "-") && v != "!"
+	if opaque >= 0 {
+		o := &r.matches[opaque]
+		if m.negate {
+			o.text += " !"
+		}
+		o.text += " " + w
+		if took {
+			o.text += " " + v
+		}
+		return took
+	}
+	m.kind, m.text = matchOpaque, w
+	if took {
+		m.text += " " + v
+	}
+	if m.negate {
+		m.text = "! " + m.text
+	}
+	r.matches = append(r.matches, m)
+	return took
+}
+
+// parseMatch reads a match option (w, with the word after it v) that the
+// tuple or what nettrace sees can settle: a core option (-s, -d, -p, -i,
+// -o) or an option of module's. It says whether it took the option.
+func parseMatch(module, w, v string, m *match) (bool, error) {
+	switch {
+	case w == "-s" || w == "--source" || w == "-d" || w == "--destination":
+		p, err := parsePrefix(v)
+		if err != nil {
+			return false, fmt.Errorf("%s %s: %w", w, v, err)
+		}
+		m.kind, m.prefix = matchSrc, p
+		if w == "-d" || w == "--destination" {
+			m.kind = matchDst
+		}
+	case w == "-p" || w == "--protocol":
+		proto, ok := protocols[v]
+		if !ok {
+			n, err := strconv.ParseUint(v, 10, 8)
+			if err != nil {
+				return false, fmt.Errorf("protocol %q", v)
+			}
+			proto = uint8(n)
+		}
+		m.kind, m.proto = matchProto, proto
+	case w == "-i" || w == "--in-interface" || w == "-o" || w == "--out-interface":
+		m.kind, m.iface = matchIn, v
+		if w == "-o" || w == "--out-interface" {
+			m.kind = matchOut
+		}
+	case module == "mark" && w == "--mark":
+		value, mask, err := parseMark(v)
+		if err != nil {
+			return false, fmt.Errorf("--mark %s: %w", v, err)
+		}
+		m.kind, m.value, m.mask = matchMark, value, mask
+	case (module == "conntrack" && w == "--ctstate") || (module == "state" && w == "--state"):
+		m.kind, m.states = matchCTState, strings.Split(v, ",")
+	case (module == "tcp" || module == "udp") && (w == "--dport" || w == "--destination-port" || w == "--sport" || w == "--source-port"),
+		module == "multiport" && (w == "--dports" || w == "--destination-ports" || w == "--sports" || w == "--source-ports"):
+		ports, err := parsePorts(v)
+		if err != nil {
+			return false, fmt.Errorf("%s %s: %w", w, v, err)
+		}
+		m.kind, m.ports = matchDport, ports
+		if strings.Contains(w, "sport") || strings.Contains(w, "source") {
+			m.kind = matchSport
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {

@@ -105,15 +105,7 @@ func run(cmd string, args []string) error {
 		}
 		return nil
 	case "serve":
-		fs := flag.NewFlagSet("serve", flag.ExitOnError)
-		addr := fs.String("addr", "", "address:port to listen on")
-		name := fs.String("name", "", "name to answer with")
-		backlog := fs.Int("backlog", 0, "listen backlog (0: 4096)")
-		noAccept := fs.Bool("no-accept", false, "never accept: connections stay in the accept queue")
-		hold := fs.Bool("hold", false, "keep each connection open after the answer until the client closes it")
-		ready := fs.String("ready-file", "", "created once listening")
-		fs.Parse(args)
-		return lab.Serve(*addr, *name, *backlog, !*noAccept, *hold, *ready)
+		return serve(args)
 	case "queue":
 		fs := flag.NewFlagSet("queue", flag.ExitOnError)
 		num := fs.Uint("num", 0, "netfilter queue number")
@@ -126,4 +118,17 @@ func run(cmd string, args []string) error {
 	usage()
 	os.Exit(2)
 	return nil
+}
+
+// serve is `ntlab serve`: a pod's server (lab.Serve).
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	addr := fs.String("addr", "", "address:port to listen on")
+	name := fs.String("name", "", "name to answer with")
+	backlog := fs.Int("backlog", 0, "listen backlog (0: 4096)")
+	noAccept := fs.Bool("no-accept", false, "never accept: connections stay in the accept queue")
+	hold := fs.Bool("hold", false, "keep each connection open after the answer until the client closes it")
+	ready := fs.String("ready-file", "", "created once listening")
+	fs.Parse(args)
+	return lab.Serve(*addr, *name, *backlog, !*noAccept, *hold, *ready)
 }
