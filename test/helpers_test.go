@@ -297,6 +297,7 @@ type trace struct {
 	flows        []output.JSONFlow
 	explanations []output.JSONExplanation
 	summary      map[string]any
+	attached     map[string]attachment // how each point attached (watch)
 }
 
 // stop interrupts watch and returns what it printed.
@@ -312,6 +313,7 @@ func (w *watch) stop(t *testing.T) trace {
 	}
 	requireBestMethods(t, w.stderr.Bytes(), w.forced)
 	logWarnings(t, w.stderr.Bytes())
+	tr.attached = attachedPoints(w.stderr.Bytes())
 	return tr
 }
 
@@ -376,11 +378,8 @@ func logWarnings(t *testing.T, log []byte) {
 func requireBestMethods(t *testing.T, log []byte, forced map[string]string) {
 	t.Helper()
 	attached := map[string]string{}
-	for _, line := range bytes.Split(log, []byte("\n")) {
-		var l struct{ Message, Point, Method string }
-		if json.Unmarshal(line, &l) == nil && l.Message == "attached" {
-			attached[l.Point] = l.Method
-		}
+	for p, a := range attachedPoints(log) {
+		attached[p] = a.method
 	}
 	for p, m := range forced {
 		if attached[p] != m {
@@ -401,6 +400,21 @@ func requireBestMethods(t *testing.T, log []byte, forced map[string]string) {
 	if m := attached["nat"]; m != "netfilter" && m != "fentry" && m != "kprobe" {
 		t.Errorf("point nat attached with %q", m)
 	}
+}
+
+// attachment is how watch attached a point: its method and targets.
+type attachment struct{ method, target string }
+
+// attachedPoints reads from watch's debug log how each point attached.
+func attachedPoints(log []byte) map[string]attachment {
+	out := map[string]attachment{}
+	for _, line := range bytes.Split(log, []byte("\n")) {
+		var l struct{ Message, Point, Method, Target string }
+		if json.Unmarshal(line, &l) == nil && l.Message == "attached" {
+			out[l.Point] = attachment{l.Method, l.Target}
+		}
+	}
+	return out
 }
 
 // twinFinding checks a run of a fault or of its healthy twin, whose
