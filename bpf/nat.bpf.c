@@ -133,9 +133,9 @@ static __always_inline bool nat_pre_from_ct(struct sk_buff *skb, __u32 hook, con
 
 /* Whether conntrack's hooks are registered for family pf in net: each
  * registration takes a reference on the family's defragmentation, which
- * conntrack needs, and little else does. Kernels before 5.15 kept no count
- * (a bool the last user cleared); there nothing is known. net is the
- * netfilter program's own (trusted: read directly). */
+ * conntrack needs, and little else does. A kernel that keeps the count
+ * elsewhere than struct netns_nf says nothing here, and nothing is judged
+ * INVALID. net is the netfilter program's own (trusted: read directly). */
 static __always_inline bool nat_conntrack_tracking(const struct net *net, __u8 pf)
 {
 	if (!bpf_core_field_exists(net->nf.defrag_ipv4_users))
