@@ -19,7 +19,9 @@ import (
 // ct_invalid). Only a packet of an open connection that the verdict
 // harmed counts (dropped, answered with a reset, or left untranslated): a
 // late segment after the connection's FIN or reset is often INVALID, and
-// one passed on as it came harms nothing.
+// one passed on as it came harms nothing. "Open" rests on no FIN or reset
+// seen before the packet, so a flow that may have lost records is not
+// given this finding.
 func conntrackInvalid(f *flow.Flow, n Context) *Finding {
 	p, inv := invalidPacket(f)
 	if inv == nil {
@@ -31,7 +33,7 @@ func conntrackInvalid(f *flow.Flow, n Context) *Finding {
 		return nil
 	}
 	ns := n.NetnsName(inv.Netns)
-	fd := &Finding{Evidence: []Evidence{
+	fd := &Finding{restsOnAbsence: true, Evidence: []Evidence{
 		evidence(n, entry, "conntrack tracks the connection in %s: entry %#x, %s -> %s", ns, entry.CT.ID, src(entry.CT.Orig), dst(entry.CT.Orig)),
 		evidence(n, inv, "conntrack judged %s %s -> %s INVALID at %s %s: it left the packet without an entry", segmentWord(t), src(t), dst(t), ns, inv.Hook),
 	}}

@@ -85,6 +85,8 @@ func TestIncompleteFlowsAreExplainedByWhatTheyShow(t *testing.T) {
 		{"hairpin mode off: the bridge's drop", fixture.HairpinOff(false), "bridge-hairpin-off"},
 		{"incident 5: no conntrack crossing seen", fixture.Hairpin(false), ""},
 		{"a netfilter drop", fixture.NetfilterDrop(), "dropped-by-netfilter"},
+		{"conntrack INVALID, its FIN may be lost: the drop by its rule", fixture.ConntrackInvalid(false, false, false), "dropped-by-netfilter"},
+		{"conntrack INVALID answered with a reset, its FIN may be lost", fixture.ConntrackInvalid(false, false, true), ""},
 		{"no listener's reset", fixture.NoListener(), "no-listener"},
 		{"rp_filter", fixture.RPFilterReply(), "reply-dropped-rpfilter"},
 		{"no reply seen", fixture.NoReply(), ""},
