@@ -26,18 +26,24 @@ func TestFindingsReadAsSentences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): filter}}
-	names := Names{DropReason: fx.ReasonName, Symbol: fx.SymbolName, Netns: fx.NetnsName, Rulesets: fx.Ruleset}
+	staleUDP, err := fixture.Ruleset("stale-udp-entry-n1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	fixtures := map[string][]event.Event{
 		"incident 1": fixture.SNATMissing(false), "incident 2": fixture.SYNOverflow(false),
 		"incident 4": fixture.StaleHostPort(false), "incident 5": fixture.Hairpin(false),
 		"no listener": fixture.NoListener(), "netfilter drop": fixture.NetfilterDrop(),
 		"conntrack clash": fixture.ConntrackClash(), "no reply": fixture.NoReply(), "no reply, dropped by a socket": fixture.NoReplyDroppedBySocket(),
 		"rp_filter": fixture.RPFilterReply(), "hairpin mode off": fixture.HairpinOff(false),
-		"conntrack INVALID": fixture.ConntrackInvalid(false, false, false),
+		"conntrack INVALID": fixture.ConntrackInvalid(false, false, false), "stale UDP entry": fixture.StaleUDPEntry(false, true),
 	}
+	// n1's nat table, for the fixture whose finding compares with it.
+	n1 := map[string]*ruleset.Ruleset{"stale UDP entry": staleUDP}
 	fired := map[string]bool{}
 	for name, events := range fixtures {
+		fx := fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): filter, fixture.Netns("n1"): n1[name]}}
+		names := Names{DropReason: fx.ReasonName, Symbol: fx.SymbolName, Netns: fx.NetnsName, Rulesets: fx.Ruleset}
 		var text strings.Builder
 		tx := NewText(&text, names)
 		c := flow.New(flow.DefaultConfig)

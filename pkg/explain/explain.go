@@ -72,6 +72,7 @@ var Rules = []Rule{
 	{"snat-missing-on-tunnel", snatMissingOnTunnel},
 	{"syn-dropped-at-listener", synDroppedAtListener},
 	{"bridge-hairpin-off", bridgeHairpinOff},
+	{"stale-conntrack-entry", staleConntrackEntry},
 	{"dnat-to-dead-endpoint", dnatToDeadEndpoint},
 	{"conntrack-invalid", conntrackInvalid},
 	{"reply-bypassed-nat", replyBypassedNAT},

@@ -631,3 +631,29 @@ func (w *walker) match(m match) settled {
 	}
 	return no
 }
+
+// maxChoices bounds the endpoints DNATChoices lists: more than a finding
+// names.
+const maxChoices = 8
+
+// DNATChoices are the DNAT rules the nat tables at hook choose among for
+// a connection's first packet pre, each with its path: one per endpoint
+// of a kube-proxy Service (its -m statistic jumps), in rule order. Each is
+// found as the first DNAT a walk reaches once the ones before it are
+// taken as not matching; at most maxChoices.
+func (rs *Ruleset) DNATChoices(hook string, pre Packet) []*Attribution {
+	dnat := func(v verdict) bool { return v.kind == verdictNAT && v.rule.Target == "DNAT" }
+	var out []*Attribution
+	for _, table := range rs.natTables(hook) {
+		var chosen []Assumption
+		for len(out) < maxChoices {
+			a := rs.attribute(table, hook, pre, dnat, chosen...)
+			if a == nil {
+				break
+			}
+			out = append(out, a)
+			chosen = append(chosen, Assumption{Rule: a.Rule})
+		}
+	}
+	return out
+}

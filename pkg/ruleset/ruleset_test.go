@@ -224,6 +224,22 @@ func TestOther(t *testing.T) {
 	}
 }
 
+func TestDNATChoices(t *testing.T) {
+	rs := load(t, "service-paths-healthy-n1")
+	var got []string
+	for _, a := range rs.DNATChoices("PREROUTING", pkt("10.244.1.50:40000", "10.96.0.20:80", "cni0", "")) {
+		got = append(got, a.Rule.ToDestination+" via "+refs(a.Via))
+	}
+	want := []string{"10.244.1.10:8080 via PREROUTING 01 > KUBE-SERVICES 02 > KUBE-SVC-KBG327VJT2AS74PP 02",
+		"10.244.2.10:8080 via PREROUTING 01 > KUBE-SERVICES 02 > KUBE-SVC-KBG327VJT2AS74PP 03"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("choices %q, want %q", got, want)
+	}
+	if c := rs.DNATChoices("PREROUTING", pkt("10.244.1.50:40000", "10.96.0.21:80", "cni0", "")); len(c) != 0 {
+		t.Errorf("an address no Service has: %d choices", len(c))
+	}
+}
+
 func TestDrop(t *testing.T) {
 	rs, err := Parse(`*mangle
 :INPUT ACCEPT [0:0]
