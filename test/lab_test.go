@@ -674,6 +674,36 @@ func checkConntrackInvalid(t *testing.T, r labRun, healthy bool) {
 	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "stream", Address: "cluster IP"})
 }
 
+// checkStaleUDPEntry: a UDP entry that goes on DNATing p1's queries to
+// the endpoint gone is named, with the rule that chooses the new endpoint
+// and the conntrack command that removes the entry; with the entry
+// deleted, p1's queries reach p2 and nothing is found.
+func checkStaleUDPEntry(t *testing.T, r labRun, healthy bool) {
+	res, served := r.results(), map[string]int{}
+	for _, o := range r.outcomes {
+		served[o.ServedBy]++
+	}
+	if healthy {
+		if served["dns-old"] != 12 || served["p2"] != 12 {
+			t.Fatalf("client outcomes %v, answered by %v: want 12 answers from dns-old, then 12 from p2", res, served)
+		}
+		r.healthy(t)
+		return
+	}
+	if served["dns-old"] != 12 || res[lab.TimedOut] != 12 {
+		t.Fatalf("client outcomes %v, answered by %v: want 12 answers from dns-old, then 12 unanswered", res, served)
+	}
+	f := r.family
+	svc := f.HostPort(lab.DNSServiceIP, lab.DNSPort)
+	xs := r.explained(t, "stale-conntrack-entry", "UDP "+f.Pod1+":", " (pod default/p1) -> "+svc+" (Service default/dns, cluster IP) was DNATed to "+f.HostPort(lab.OldDNSPodIP, lab.DNSPort),
+		" in "+lab.NsNode1+" PREROUTING by an existing conntrack entry",
+		"which no current rule chooses: the rules now choose "+f.HostPort(f.Pod2, lab.DNSPort)+" (pod default/p2) by nat KUBE-SEP-",
+		"`conntrack -D -p udp --orig-dst "+lab.DNSServiceIP+" --dst-nat "+lab.OldDNSPodIP+"` in "+lab.NsNode1)
+	r.namedRule(t, xs[0], lab.NsNode1, "other", "-j DNAT --to-destination "+f.HostPort(f.Pod2, lab.DNSPort))
+	namedPods(t, xs[0], map[string]string{f.Pod1: "p1", f.Pod2: "p2"})
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "dns", Address: "cluster IP"})
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -694,6 +724,7 @@ var scenarioChecks = []scenarioCheck{
 	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
 	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, checkLBSourceRanges},
 	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
+	{"stale-udp-entry", "host " + lab.DNSServiceIP + " or host " + lab.OldDNSPodIP, true, checkStaleUDPEntry},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

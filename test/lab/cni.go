@@ -75,18 +75,9 @@ func newPodNetwork(n node, hairpin bool) (*podNetwork, error) {
 // add sets up pod's network in its namespace (made already) as the
 // runtime does for a new sandbox, and returns the veth's end on the node.
 func (pn *podNetwork) add(p Pod) (string, error) {
-	id := sha256.Sum256([]byte("nettrace-lab/" + p.Name))
-	containerID := hex.EncodeToString(id[:])
-	rt := &libcni.RuntimeConf{
-		ContainerID: containerID, NetNS: filepath.Join(netns.RunDir, p.Namespace()), IfName: "eth0",
-		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", KubeNamespace}, {"K8S_POD_NAME", p.Name},
-			{"K8S_POD_INFRA_CONTAINER_ID", containerID}},
-		CapabilityArgs: map[string]any{"ips": []string{
-			p.IP + "/" + prefixLen(pn.node.v4.podCIDR), p.IP6 + "/" + prefixLen(pn.node.v6.podCIDR)}},
-	}
 	var res *types100.Result
 	err := netns.Do(filepath.Join(netns.RunDir, pn.node.ns), func() error {
-		r, err := pn.cni.AddNetworkList(context.Background(), pn.conf, rt)
+		r, err := pn.cni.AddNetworkList(context.Background(), pn.conf, pn.runtimeConf(p))
 		if err != nil {
 			return err
 		}
@@ -102,4 +93,33 @@ func (pn *podNetwork) add(p Pod) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("CNI ADD of pod %s: the bridge plugin's result has no veth on the node: %v", p.Name, res)
+}
+
+// runtimeConf is what the runtime tells the plugins of pod p's sandbox.
+func (pn *podNetwork) runtimeConf(p Pod) *libcni.RuntimeConf {
+	id := sha256.Sum256([]byte("nettrace-lab/" + p.Name))
+	containerID := hex.EncodeToString(id[:])
+	return &libcni.RuntimeConf{
+		ContainerID: containerID, NetNS: filepath.Join(netns.RunDir, p.Namespace()), IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", KubeNamespace}, {"K8S_POD_NAME", p.Name},
+			{"K8S_POD_INFRA_CONTAINER_ID", containerID}},
+		CapabilityArgs: map[string]any{"ips": []string{
+			p.IP + "/" + prefixLen(pn.node.v4.podCIDR), p.IP6 + "/" + prefixLen(pn.node.v6.podCIDR)}},
+	}
+}
+
+// deletePod tears pod p's network down as the runtime does when the pod
+// goes: CNI DEL, which deletes its veth and releases its addresses.
+func deletePod(p Pod) error {
+	pn, err := newPodNetwork(nodes[p.Node-1], true)
+	if err != nil {
+		return err
+	}
+	err = netns.Do(filepath.Join(netns.RunDir, pn.node.ns), func() error {
+		return pn.cni.DelNetworkList(context.Background(), pn.conf, pn.runtimeConf(p))
+	})
+	if err != nil {
+		return fmt.Errorf("CNI DEL of pod %s on %s: %w", p.Name, pn.node.ns, err)
+	}
+	return nil
 }

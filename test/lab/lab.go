@@ -72,13 +72,14 @@ type Pod struct {
 // Namespace is the pod's namespace name.
 func (p Pod) Namespace() string { return Prefix + p.Name }
 
-// Server is a TCP server a scenario runs in a pod.
+// Server is a TCP server a scenario runs in a pod, or a UDP one.
 type Server struct {
 	Pod     string
 	Port    int
 	Backlog int  // 0: the system default
 	Accept  bool // false: connections stay in the accept queue
 	Hold    bool // keep each connection open until the client closes it
+	UDP     bool // answer each datagram with the pod's name instead
 }
 
 // Queue is a netfilter queue served in a namespace (ntlab queue): every
@@ -333,6 +334,9 @@ func startServer(labBin string, p Pod, s Server, f Family) error {
 	}
 	if s.Hold {
 		args = append(args, "--hold")
+	}
+	if s.UDP {
+		args = append(args, "--udp")
 	}
 	if err := startDetached(labBin, p.Namespace(), fmt.Sprintf("%s-%d", p.Name, s.Port), args...); err != nil {
 		return fmt.Errorf("server %s: %w", addr, err)

@@ -94,6 +94,7 @@ type endpoint struct{ ip, port string }
 // for MASQUERADE.
 type service struct {
 	name, clusterIP, port string
+	proto                 string // "tcp" when empty
 	endpoints             []endpoint
 	masqOffCluster        bool
 }
@@ -101,10 +102,14 @@ type service struct {
 func (s service) svcChain() string { return chainHash("KUBE-SVC-", s.name) }
 
 func (s service) write(t *natTable) {
+	proto := s.proto
+	if proto == "" {
+		proto = "tcp"
+	}
 	svc := s.svcChain()
 	t.chain(svc)
 	comment := fmt.Sprintf(`"default/%s cluster IP"`, s.name)
-	t.add(`-A KUBE-SERVICES -d %s -p tcp -m comment --comment %s -m tcp --dport %s -j %s`, t.f.host(s.clusterIP), comment, s.port, svc)
+	t.add(`-A KUBE-SERVICES -d %s -p %s -m comment --comment %s -m %s --dport %s -j %s`, t.f.host(s.clusterIP), proto, comment, proto, s.port, svc)
 	if s.masqOffCluster {
 		t.add(`-A %s ! -s %s -d %s -p tcp -m comment --comment %s -m tcp --dport %s -j KUBE-MARK-MASQ`, svc, t.f.ClusterCIDR, t.f.host(s.clusterIP), comment, s.port)
 	}
@@ -118,7 +123,7 @@ func (s service) write(t *natTable) {
 			t.add(`-A %s -m comment --comment "default/%s -> %s" -j %s`, svc, s.name, to, sep)
 		}
 		t.add(`-A %s -s %s -m comment --comment "default/%s" -j KUBE-MARK-MASQ`, sep, t.f.host(ep.ip), s.name)
-		t.add(`-A %s -p tcp -m comment --comment "default/%s" -m tcp -j DNAT --to-destination %s`, sep, s.name, to)
+		t.add(`-A %s -p %s -m comment --comment "default/%s" -m %s -j DNAT --to-destination %s`, sep, proto, s.name, proto, to)
 	}
 }
 

@@ -39,6 +39,12 @@ type Client struct {
 	// reply is read, a segment from it far past the client's window
 	// reaches the client (sendOutOfWindow).
 	OutOfWindow *Peer
+	// UDP makes the client send Count datagrams from one socket, each
+	// awaiting its answer for Timeout, as a resolver does (exchange).
+	UDP bool
+	// Midway, for a UDP client, runs once half its datagrams are sent:
+	// a change to the cluster, made while the client goes on.
+	Midway func() error
 }
 
 // Scenario is one incident (or its healthy twin) ready to build.
@@ -121,6 +127,7 @@ var builders = map[string]builder{
 	"hairpin-mode":      hairpinMode,
 	"lb-source-ranges":  lbSourceRanges,
 	"conntrack-invalid": conntrackInvalid,
+	"stale-udp-entry":   staleUDPEntry,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,

@@ -23,6 +23,7 @@ type Result string
 // Client results.
 const (
 	Connected   Result = "connected"
+	Answered    Result = "answered" // a datagram, by one from its destination
 	TimedOut    Result = "timed out"
 	Reset       Result = "reset"
 	Refused     Result = "refused"
@@ -57,6 +58,14 @@ func (o Outcome) String() string {
 func Traffic(sc *Scenario) ([]Outcome, error) {
 	var out []Outcome
 	for _, c := range sc.Clients {
+		if c.UDP {
+			res, err := exchange(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+			continue
+		}
 		res := make([]Outcome, c.Count)
 		var wg sync.WaitGroup
 		var errMu sync.Mutex
