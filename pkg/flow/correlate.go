@@ -263,6 +263,13 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	} else if e.Point == event.PointSYN && st.knows(tk) {
 		// The user-space syn method reports a SYN after the kernel is done
 		// with it: it is still that packet.
+	} else if e.SkbSeen != 0 && e.Time < st.last && (fp == 0 || st.fp == 0 || fp == st.fp) {
+		// Made before events already taken, with the packet's bytes and
+		// identity (the kernel names a packet anew once it sees it freed):
+		// a step whose record a CPU held (its pending journey) while the
+		// packet, queued and taken on by another CPU, went on and was
+		// freed there. A recycled address only ever comes later.
+		st.pass(sg)
 	} else if st.freed || e.Time > st.last+skbGap || (fp != 0 && st.fp != 0 && fp != st.fp) ||
 		!(st.knows(tk) || (hasPost && st.knows(post))) || !st.pass(sg) {
 		// A freed, long-silent, different or unrelated packet at the same
@@ -275,7 +282,7 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	if st.fp == 0 {
 		st.fp = fp
 	}
-	st.last = e.Time
+	st.last = max(st.last, e.Time)
 	st.learn(tk)
 	if hasPost {
 		st.learn(post)

@@ -146,6 +146,34 @@ func TestOutOfOrderEvents(t *testing.T) {
 	}
 }
 
+// A packet queued after SNAT and dropped by the CPU that took it on: its
+// drop comes before its first steps, which its first CPU held (a pending
+// journey). The steps join the packet the kernel named (skb and skb_seen);
+// a packet named anew at that address is another one.
+func TestHeldStepsJoinTheirPacket(t *testing.T) {
+	var s fixture.Seq
+	pod, snat := fixture.T("10.244.1.10:41000", "172.20.0.254:5432", fixture.SYN), fixture.T("172.20.0.1:41000", "172.20.0.254:5432", fixture.SYN)
+	rx := fixture.Dev(&s, 0x1e0, "n1/cni0", event.KindDevRx, pod)
+	nat := fixture.NAT(&s, 0x1e0, "n1/eth0", event.HookPostrouting, pod, snat, nil)
+	s.Skip(20_000_000)
+	drop := fixture.Drop(&s, 0x1e0, "n1/eth0", snat, "NOT_SPECIFIED")
+	for _, tc := range []struct {
+		name    string
+		dropped uint64 // the drop's skb_seen
+		packets []int
+	}{
+		{"the same packet", rx.Time, []int{3}},
+		{"the address named anew", drop.Time, []int{2, 1}},
+	} {
+		evs := []event.Event{drop, rx, nat}
+		evs[0].SkbSeen, evs[1].SkbSeen, evs[2].SkbSeen = tc.dropped, rx.Time, rx.Time
+		_, flows := run(DefaultConfig, evs)
+		if len(flows) != 1 || !slices.Equal(packetsOf(flows[0]), tc.packets) {
+			t.Errorf("%s: %d flows, packets %v, want one flow with %v", tc.name, len(flows), packetsOf(flows[0]), tc.packets)
+		}
+	}
+}
+
 func TestIdleFlowsEndAndTheLimitEvicts(t *testing.T) {
 	var s fixture.Seq
 	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)
