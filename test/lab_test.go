@@ -704,6 +704,44 @@ func checkStaleUDPEntry(t *testing.T, r labRun, healthy bool) {
 	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "dns", Address: "cluster IP"})
 }
 
+// checkSNATPortClash: two connections masqueraded to one source port are
+// named, with the MASQUERADE that keeps ports and --random-fully, exactly
+// when node 1's conntrack counted the clash; the twin's MASQUERADE picks
+// ports at random, and nothing clashes.
+func checkSNATPortClash(t *testing.T, r labRun, healthy bool) {
+	f := r.family
+	if res := r.results(); res[lab.Connected] != 2 {
+		t.Fatalf("client outcomes %v, want both connected (p1 by its retransmitted SYN when the first is dropped)", res)
+	}
+	clashes := r.insertFailed[lab.NsNode1]
+	if healthy || clashes == 0 {
+		if !healthy {
+			t.Logf("conntrack in %s counted no insert failure: this kernel resolved the clash when the queue reinjected the SYN", lab.NsNode1)
+		} else if clashes != 0 {
+			t.Fatalf("conntrack in %s counted %d insert failures with --random-fully", lab.NsNode1, clashes)
+		}
+		r.healthy(t)
+		return
+	}
+	snat := f.HostPort(f.Node1, lab.ClashSrcPort)
+	xs := r.explained(t, "conntrack-clash", " -> "+f.HostPort(f.Router, lab.DatabasePort)+
+		" was dropped by conntrack in "+lab.NsNode1+" POSTROUTING: its new conntrack entry, translated to "+snat+" -> ",
+		"Two connections were given source "+snat+" by SNAT: the other's entry was confirmed first, and the retransmission was given port ",
+		"nat FLANNEL-POSTRTG rule ", "with `--random-fully` it picks ports at random")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-s "+f.ClusterCIDR+" ! -d "+f.Multicast+` -m comment --comment "flanneld masq" -j MASQUERADE`)
+	// The queue holds whichever SYN reaches it first: p1's, unless p3's
+	// overtook it on a busy machine.
+	var held []string
+	for pod, addr := range map[string]string{"p1": f.Pod1, "p3": lab.Pod3IP} {
+		if strings.HasPrefix(xs[0].Summary, "SYN "+f.HostPort(addr, lab.ClashSrcPort)+" (pod default/"+pod+") -> ") {
+			held = append(held, pod)
+		}
+	}
+	if len(held) != 1 {
+		t.Errorf("the finding names neither p1's SYN nor p3's: %s", xs[0].Summary)
+	}
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -725,6 +763,7 @@ var scenarioChecks = []scenarioCheck{
 	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, checkLBSourceRanges},
 	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
 	{"stale-udp-entry", "host " + lab.DNSServiceIP + " or host " + lab.OldDNSPodIP, true, checkStaleUDPEntry},
+	{"snat-port-clash", "port " + fmt.Sprint(lab.DatabasePort), true, checkSNATPortClash},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

@@ -45,11 +45,17 @@ func (n Names) PacketEnd(p *flow.Packet) string {
 	if d := last.Ifname.String(); d != "" {
 		where += "/" + d
 	}
+	on := "on " + where
+	if where == "" && last.Point == event.PointDrop {
+		// Freed where no namespace or device holds it (a closing socket's
+		// queue): the place in the kernel says it.
+		on = "at " + n.symbol(last.Drop.Location)
+	}
 	switch {
 	case last.Point == event.PointDrop && n.dropReason(last.Drop.Reason) == "NOT_SPECIFIED":
-		return fmt.Sprintf("freed on %s (the kernel gave no drop reason)", where)
+		return fmt.Sprintf("freed %s (the kernel gave no drop reason)", on)
 	case last.Point == event.PointDrop:
-		return fmt.Sprintf("dropped (%s) on %s", n.dropReason(last.Drop.Reason), where)
+		return fmt.Sprintf("dropped (%s) %s", n.dropReason(last.Drop.Reason), on)
 	case last.Point == event.PointSYN:
 		return fmt.Sprintf("at the listener in %s: %s", n.netns(last.Netns), last.SYN.Outcome)
 	case last.Point == event.PointNAT && last.Hook == event.HookInput:

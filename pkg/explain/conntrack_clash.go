@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -22,7 +23,9 @@ import (
 // dropping the packet there, the confirmation did. Without the ruleset,
 // dropped-by-netfilter tells the drop as it is.
 func conntrackClash(f *flow.Flow, n Context) *Finding {
-	p, drop := netfilterDrop(f, n)
+	p, drop := find(f, func(_ *flow.Packet, e *event.Event) bool {
+		return verdictDrop(n, e) && packetTuple(e).Proto == f.Tuple().Proto
+	})
 	if drop == nil || !drop.HasCT() || !drop.CT.Created() {
 		return nil
 	}
@@ -37,8 +40,7 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 	if translated(nat) {
 		// Name the packet as its sender sent it, and the translation its
 		// entry was given: two connections given one SNAT address and
-		// port clash in the reply direction (a masquerade that keeps
-		// source ports, without --random-fully).
+		// port clash in the reply direction.
 		t = nat.NAT.Pre
 		entry = fmt.Sprintf("its new conntrack entry, translated to %s -> %s,", src(nat.Tuple), dst(nat.Tuple))
 	}
@@ -46,14 +48,66 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 		Severity: "warning",
 		Evidence: []Evidence{
 			evidence(n, nat, "%s, the packet's last NAT hook: only conntrack's confirmation runs after it", natFact(n, nat)),
-			evidence(n, drop, "dropped on %s: NETFILTER_DROP, the packet's conntrack entry 0x%x new and no rule of the ruleset dropping it at %s",
-				where(n, drop), drop.CT.ID, nat.Hook),
+			evidence(n, drop, "dropped on %s: %s, the packet's conntrack entry 0x%x new and no rule of the ruleset dropping it at %s",
+				where(n, drop), dropWords(n, drop), drop.CT.ID, nat.Hook),
 		},
 	}
 	fd.Summary = fmt.Sprintf("%s %s -> %s was dropped by conntrack in %s %s: %s lost a race with an entry for the same tuple "+
 		"inserted first (a conntrack clash, counted as insert_failed by `conntrack -S`); no rule drops it there.",
 		packetWord(t), fd.atPod(n, src(t)), fd.atPod(n, dst(t)), n.NetnsName(drop.Netns), nat.Hook, entry)
+	if nat.Translation()&event.TranslationSNAT != 0 {
+		fd.Summary += fd.portClash(n, f, p, nat)
+	}
 	return fd
+}
+
+// portClash says, of a clash of an SNATed packet, that two connections
+// were given one source port, what the sender's next try was given, and
+// the remedy when the rule that translated it keeps ports
+// (kubernetes#76699): a masquerade keeps a connection's port when no
+// confirmed entry has it, blind to entries not confirmed yet.
+func (fd *Finding) portClash(n Context, f *flow.Flow, p *flow.Packet, nat *event.Event) string {
+	out := fmt.Sprintf(" Two connections were given source %s by SNAT: the other's entry was confirmed first", src(nat.Tuple))
+	if _, next := find(f, func(q *flow.Packet, e *event.Event) bool {
+		return q != p && !isReply(f, q) && e.Netns == nat.Netns && e.Hook == nat.Hook && e.Translation()&event.TranslationSNAT != 0 &&
+			e.NAT.Pre == nat.NAT.Pre && e.Tuple.Sport != nat.Tuple.Sport
+	}); next != nil {
+		fd.Evidence = append(fd.Evidence, evidence(n, next, "%s: the retransmission", natFact(n, next)))
+		out += fmt.Sprintf(", and the retransmission was given port %d", next.Tuple.Sport)
+	}
+	fd.NetfilterRules = natRules(n, p, nat)
+	fd.Evidence = append(fd.Evidence, ruleFacts(n, nat, fd.NetfilterRules)...)
+	if len(fd.NetfilterRules) == 0 || strings.Contains(fd.NetfilterRules[0].Text, "--random-fully") {
+		return out + "."
+	}
+	return out + fmt.Sprintf(". %s keeps each connection's source port when it can: with `--random-fully` it picks ports at random, and two connections meet on one far less often.",
+		fd.NetfilterRules[0].String())
+}
+
+// verdictDrop says whether a drop was a netfilter hook's verdict: the hook
+// dropped the packet (NETFILTER_DROP), or a netfilter queue gave it back
+// and a later function of its hook dropped it, which nf_reinject frees
+// without a reason.
+func verdictDrop(n Context, e *event.Event) bool {
+	if e.Point != event.PointDrop {
+		return false
+	}
+	switch n.ReasonName(e.Drop.Reason) {
+	case "NETFILTER_DROP":
+		return true
+	case "NOT_SPECIFIED":
+		at := n.SymbolName(e.Drop.Location)
+		return strings.HasPrefix(at, "nf_reinject+") || strings.HasPrefix(at, "nfqnl_reinject+")
+	}
+	return false
+}
+
+// dropWords names a netfilter drop as the kernel reported it.
+func dropWords(n Context, e *event.Event) string {
+	if r := n.ReasonName(e.Drop.Reason); r != "NOT_SPECIFIED" {
+		return r
+	}
+	return "freed by " + n.SymbolName(e.Drop.Location) + " (a verdict after the netfilter queue gave it back)"
 }
 
 // lastNAT is the last NAT hook packet p passed before drop, in the drop's

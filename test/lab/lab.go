@@ -74,7 +74,11 @@ func (p Pod) Namespace() string { return Prefix + p.Name }
 
 // Server is a TCP server a scenario runs in a pod, or a UDP one.
 type Server struct {
-	Pod     string
+	Pod string
+	// Off, instead of Pod, is a server off the cluster: in a namespace of
+	// the lab's that is no pod's (the underlay's router), on its address
+	// and Port.
+	Off     *Peer
 	Port    int
 	Backlog int  // 0: the system default
 	Accept  bool // false: connections stay in the accept queue
@@ -276,8 +280,13 @@ func Up(name, labBin string) (*Scenario, error) {
 			return fail(err)
 		}
 	}
+	if sc.Prepare != nil {
+		if err := sc.Prepare(); err != nil {
+			return fail(err)
+		}
+	}
 	for _, s := range sc.Servers {
-		if err := startServer(labBin, sc.pod(s.Pod), s, sc.Family); err != nil {
+		if err := sc.startServer(labBin, s); err != nil {
 			return fail(err)
 		}
 	}
@@ -324,11 +333,19 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// startServer runs `ntlab serve` on the pod's address of family f,
-// detached, and waits until it listens.
-func startServer(labBin string, p Pod, s Server, f Family) error {
-	addr := f.HostPort(p.addr(f), s.Port)
-	args := []string{"serve", "--addr", addr, "--name", p.Name, "--backlog", strconv.Itoa(s.Backlog)}
+// startServer runs `ntlab serve` on its pod's address of the scenario's
+// family (or its address off the cluster), detached, and waits until it
+// listens.
+func (sc *Scenario) startServer(labBin string, s Server) error {
+	name := "off"
+	var ns, addr string
+	if s.Off != nil {
+		ns, addr = s.Off.Namespace, sc.Family.HostPort(s.Off.Addr.Addr().String(), s.Port)
+	} else {
+		p := sc.pod(s.Pod)
+		ns, name, addr = p.Namespace(), p.Name, sc.Family.HostPort(p.addr(sc.Family), s.Port)
+	}
+	args := []string{"serve", "--addr", addr, "--name", name, "--backlog", strconv.Itoa(s.Backlog)}
 	if !s.Accept {
 		args = append(args, "--no-accept")
 	}
@@ -338,7 +355,7 @@ func startServer(labBin string, p Pod, s Server, f Family) error {
 	if s.UDP {
 		args = append(args, "--udp")
 	}
-	if err := startDetached(labBin, p.Namespace(), fmt.Sprintf("%s-%d", p.Name, s.Port), args...); err != nil {
+	if err := startDetached(labBin, ns, fmt.Sprintf("%s-%d", name, s.Port), args...); err != nil {
 		return fmt.Errorf("server %s: %w", addr, err)
 	}
 	return nil

@@ -39,6 +39,12 @@ type Client struct {
 	// reply is read, a segment from it far past the client's window
 	// reaches the client (sendOutOfWindow).
 	OutOfWindow *Peer
+	// SrcPort, when set, is the port the client binds (with Src, or any
+	// address of its namespace).
+	SrcPort int
+	// Alongside starts the client 20 ms after the one before it, instead
+	// of once that one is done.
+	Alongside bool
 	// UDP makes the client send Count datagrams from one socket, each
 	// awaiting its answer for Timeout, as a resolver does (exchange).
 	UDP bool
@@ -62,7 +68,10 @@ type Scenario struct {
 	Nft     map[string]string // namespace -> nft -f input (kube-proxy's nftables mode)
 	Sysctls [][3]string       // namespace, key, value
 	Extra   [][]string        // further commands
-	Queues  []Queue           // netfilter queues served
+	// Prepare, when set, finishes the lab once its rules are in, before
+	// its servers start.
+	Prepare func() error
+	Queues  []Queue // netfilter queues served
 	Clients []Client
 	// HairpinOff leaves the bridge plugin's hairpinMode off for every pod:
 	// its default, which kubenet and hand-written CNI configurations keep.
@@ -128,6 +137,7 @@ var builders = map[string]builder{
 	"lb-source-ranges":  lbSourceRanges,
 	"conntrack-invalid": conntrackInvalid,
 	"stale-udp-entry":   staleUDPEntry,
+	"snat-port-clash":   snatPortClash,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,

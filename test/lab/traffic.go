@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,50 +55,65 @@ func (o Outcome) String() string {
 	return s
 }
 
-// Traffic drives the scenario's clients and reports what each saw.
+// Traffic drives the scenario's clients and reports what each saw, in
+// the clients' order.
 func Traffic(sc *Scenario) ([]Outcome, error) {
-	var out []Outcome
-	for _, c := range sc.Clients {
-		if c.UDP {
-			res, err := exchange(c)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, res...)
-			continue
+	results := make([][]Outcome, len(sc.Clients))
+	errs := make([]error, len(sc.Clients))
+	var group sync.WaitGroup
+	for i, c := range sc.Clients {
+		if c.Alongside {
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			group.Wait()
 		}
-		res := make([]Outcome, c.Count)
-		var wg sync.WaitGroup
-		var errMu sync.Mutex
-		var firstErr error
-		for i := 0; i < c.Count; i++ {
-			attempt := func(i int) {
-				defer wg.Done()
-				o, err := connect(c)
-				if err != nil {
-					errMu.Lock()
-					firstErr = errors.Join(firstErr, err)
-					errMu.Unlock()
-				}
-				res[i] = o
-			}
-			wg.Add(1)
-			if c.Concurrent {
-				go attempt(i)
-				// Stagger the SYNs so that they reach the listener one after
-				// the other, as real clients would.
-				time.Sleep(20 * time.Millisecond)
+		group.Add(1)
+		go func() {
+			defer group.Done()
+			if c.UDP {
+				results[i], errs[i] = exchange(c)
 			} else {
-				attempt(i)
+				results[i], errs[i] = attempts(c)
 			}
-		}
-		wg.Wait()
-		if firstErr != nil {
-			return nil, firstErr
-		}
-		out = append(out, res...)
+		}()
 	}
-	return out, nil
+	group.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Concat(results...), nil
+}
+
+// attempts makes a TCP client's connections, one after the other or
+// (Concurrent) all at once.
+func attempts(c Client) ([]Outcome, error) {
+	res := make([]Outcome, c.Count)
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var firstErr error
+	for i := 0; i < c.Count; i++ {
+		attempt := func(i int) {
+			defer wg.Done()
+			o, err := connect(c)
+			if err != nil {
+				errMu.Lock()
+				firstErr = errors.Join(firstErr, err)
+				errMu.Unlock()
+			}
+			res[i] = o
+		}
+		wg.Add(1)
+		if c.Concurrent {
+			go attempt(i)
+			// Stagger the SYNs so that they reach the listener one after
+			// the other, as real clients would.
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			attempt(i)
+		}
+	}
+	wg.Wait()
+	return res, firstErr
 }
 
 func connect(c Client) (Outcome, error) {
@@ -110,8 +126,8 @@ func connect(c Client) (Outcome, error) {
 	var derr error
 	err := netns.Do(filepath.Join(netns.RunDir, c.Namespace), func() error {
 		d := net.Dialer{Timeout: c.Timeout}
-		if c.Src != "" {
-			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.Src)}
+		if c.Src != "" || c.SrcPort != 0 {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.Src), Port: c.SrcPort}
 		}
 		conn, derr = d.Dial("tcp", c.Target)
 		return nil
