@@ -89,17 +89,7 @@ func (fd *Finding) portClash(n Context, f *flow.Flow, p *flow.Packet, nat *event
 // and a later function of its hook dropped it, which nf_reinject frees
 // without a reason.
 func verdictDrop(n Context, e *event.Event) bool {
-	if e.Point != event.PointDrop {
-		return false
-	}
-	switch n.ReasonName(e.Drop.Reason) {
-	case "NETFILTER_DROP":
-		return true
-	case "NOT_SPECIFIED":
-		at := n.SymbolName(e.Drop.Location)
-		return strings.HasPrefix(at, "nf_reinject+") || strings.HasPrefix(at, "nfqnl_reinject+")
-	}
-	return false
+	return droppedAs(n, e, "NETFILTER_DROP", "nf_reinject", "nfqnl_reinject")
 }
 
 // dropWords names a netfilter drop as the kernel reported it.

@@ -27,7 +27,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 		for i := range p.Events {
 			e := &p.Events[i]
 			if e.Point == event.PointDrop && packetTuple(e).Dst == endpoint {
-				if r := n.ReasonName(e.Drop.Reason); neighbourFailed(n, e) || r == "IP_OUTNOROUTES" || r == "IP_INNOROUTES" {
+				if noWay(n, e) {
 					causes++
 					if cause == nil {
 						cause = e

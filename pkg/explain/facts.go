@@ -124,12 +124,33 @@ func dropped(n Context, e *event.Event, reason string) bool {
 // kfree_skb, a tail call that leaves neigh_invalidate as the location, on
 // 6.1 as on 6.18), so there the place says it.
 func neighbourFailed(n Context, e *event.Event) bool {
+	return droppedAs(n, e, "NEIGH_FAILED", "neigh_invalidate", "ndisc_error_report")
+}
+
+// noWay says whether a drop was for want of a way to the destination: no
+// neighbour answered for it, or no route leads there.
+func noWay(n Context, e *event.Event) bool {
+	r := n.ReasonName(e.Drop.Reason)
+	return neighbourFailed(n, e) || r == "IP_OUTNOROUTES" || r == "IP_INNOROUTES"
+}
+
+// droppedAs says whether e is a drop for reason, or a free without a reason
+// in one of the functions freedIn, where the kernel frees for that reason
+// without saying so.
+func droppedAs(n Context, e *event.Event, reason string, freedIn ...string) bool {
+	if e.Point != event.PointDrop {
+		return false
+	}
 	switch n.ReasonName(e.Drop.Reason) {
-	case "NEIGH_FAILED":
+	case reason:
 		return true
 	case "NOT_SPECIFIED":
 		at := n.SymbolName(e.Drop.Location)
-		return strings.HasPrefix(at, "neigh_invalidate+") || strings.HasPrefix(at, "ndisc_error_report+")
+		for _, fn := range freedIn {
+			if strings.HasPrefix(at, fn+"+") {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -111,11 +111,7 @@ func entryDNAT(e *event.Event) bool {
 // for want of a way to it: no neighbour, no route.
 func deadEndDrop(f *flow.Flow, n Context, endpoint netip.Addr, from uint64) *event.Event {
 	_, e := find(f, func(_ *flow.Packet, e *event.Event) bool {
-		if e.Point != event.PointDrop || e.Time < from || packetTuple(e).Dst != endpoint {
-			return false
-		}
-		r := n.ReasonName(e.Drop.Reason)
-		return neighbourFailed(n, e) || r == "IP_OUTNOROUTES" || r == "IP_INNOROUTES"
+		return e.Point == event.PointDrop && e.Time >= from && packetTuple(e).Dst == endpoint && noWay(n, e)
 	})
 	return e
 }
