@@ -71,10 +71,13 @@ func staleConntrackEntry(f *flow.Flow, n Context) *Finding {
 // entry confirmed before them DNATed where the ruleset in force then
 // would not (the first one's ruleset, of which it also returns): at
 // PREROUTING or OUTPUT, where a Service's DNAT happens. All of one
-// namespace and hook, to one destination.
+// namespace and hook, to one destination. A flow's datagrams share their
+// translation: the ruleset is walked once for each ruleset and
+// destination they meet, not once a datagram.
 func staleTranslations(f *flow.Flow, n Context) ([]*event.Event, *ruleset.Ruleset) {
 	var stale []*event.Event
-	var rs *ruleset.Ruleset
+	var rs, walked *ruleset.Ruleset
+	var walkedTo netip.AddrPort
 	for _, p := range f.Packets {
 		if isReply(f, p) {
 			continue
@@ -91,7 +94,11 @@ func staleTranslations(f *flow.Flow, n Context) ([]*event.Event, *ruleset.Rulese
 				continue
 			}
 			at := rulesetAt(n, e)
-			if at != nil && at.NAT(e.Hook.String(), ruleset.HookPacket(e, e.NAT.Pre), ruleset.HookPacket(e, e.Tuple)) == nil {
+			if at == nil || (at == walked && dst(e.Tuple) == walkedTo) {
+				continue
+			}
+			walked, walkedTo = at, dst(e.Tuple)
+			if at.NAT(e.Hook.String(), ruleset.HookPacket(e, e.NAT.Pre), ruleset.HookPacket(e, e.Tuple)) == nil {
 				stale, rs = append(stale, e), at
 			}
 		}
