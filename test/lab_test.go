@@ -723,22 +723,28 @@ func checkSNATPortClash(t *testing.T, r labRun, healthy bool) {
 		r.healthy(t)
 		return
 	}
-	snat := f.HostPort(f.Node1, lab.ClashSrcPort)
-	xs := r.explained(t, "conntrack-clash", " -> "+f.HostPort(f.Router, lab.DatabasePort)+
+	snat, server := f.HostPort(f.Node1, lab.ClashSrcPort), f.HostPort(f.Router, lab.DatabasePort)
+	xs := r.explained(t, "conntrack-clash", " -> "+server+
 		" was dropped by conntrack in "+lab.NsNode1+" POSTROUTING: its new conntrack entry, translated to "+snat+" -> ",
-		"Two connections were given source "+snat+" by SNAT: the other's entry was confirmed first, and the retransmission was given port ",
+		"Two connections were given source "+snat+" by SNAT: the other, ", "had its entry confirmed first, and the retransmission was given port ",
 		"nat FLANNEL-POSTRTG rule ", "with `--random-fully` it picks ports at random")
 	r.namedRule(t, xs[0], lab.NsNode1, "decided", "-s "+f.ClusterCIDR+" ! -d "+f.Multicast+` -m comment --comment "flanneld masq" -j MASQUERADE`)
 	// The queue holds whichever SYN reaches it first: p1's, unless p3's
-	// overtook it on a busy machine.
+	// overtook it on a busy machine; the finding names the other as the
+	// winner.
+	pods := map[string]string{"p1": f.Pod1, "p3": lab.Pod3IP}
 	var held []string
-	for pod, addr := range map[string]string{"p1": f.Pod1, "p3": lab.Pod3IP} {
+	for pod, addr := range pods {
 		if strings.HasPrefix(xs[0].Summary, "SYN "+f.HostPort(addr, lab.ClashSrcPort)+" (pod default/"+pod+") -> ") {
 			held = append(held, pod)
 		}
 	}
 	if len(held) != 1 {
-		t.Errorf("the finding names neither p1's SYN nor p3's: %s", xs[0].Summary)
+		t.Fatalf("the finding names neither p1's SYN nor p3's: %s", xs[0].Summary)
+	}
+	winner := map[string]string{"p1": "p3", "p3": "p1"}[held[0]]
+	if other := "the other, " + f.HostPort(pods[winner], lab.ClashSrcPort) + " (pod default/" + winner + ") -> " + server + " (entry 0x"; !strings.Contains(xs[0].Summary, other) {
+		t.Errorf("the finding does not name %s's connection as the winner (%q): %s", winner, other, xs[0].Summary)
 	}
 }
 

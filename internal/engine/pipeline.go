@@ -225,6 +225,7 @@ func New(o Options) *Pipeline {
 	}
 	deferred := !p.showEvents
 	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred})
+	p.names.SNATs = p.corr.SNATs()
 	if deferred {
 		p.startRendering(renderer)
 	}

@@ -30,6 +30,9 @@ type Names struct {
 	// Pods gives the pods' addresses (namespace/name) and their
 	// generation (netns.Namer.PodAddresses).
 	Pods func() (uint64, map[netip.Addr]string)
+	// SNATs are the entries SNAT gave a source (the correlator's index):
+	// a conntrack clash then names the connection it lost to.
+	SNATs *flow.SNATs
 }
 
 // PodAddresses returns the pods' addresses, if known.
@@ -60,6 +63,11 @@ func (n Names) RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64)
 		return nil
 	}
 	return n.RuleTraces(netns, hook, p, at)
+}
+
+// SNATedBefore returns the entry SNAT gave a tuple before another, if known.
+func (n Names) SNATedBefore(netns uint32, t event.Tuple, ct, at uint64) (event.Event, bool) {
+	return n.SNATs.Before(netns, t, ct, at)
 }
 
 func (n Names) dropReason(r uint32) string {

@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -56,7 +57,7 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 		"inserted first (a conntrack clash, counted as insert_failed by `conntrack -S`); no rule drops it there.",
 		packetWord(t), fd.atPod(n, src(t)), fd.atPod(n, dst(t)), n.NetnsName(drop.Netns), nat.Hook, entry)
 	if nat.Translation()&event.TranslationSNAT != 0 {
-		fd.Summary += fd.portClash(n, f, p, nat)
+		fd.Summary += fd.portClash(n, f, p, nat, drop)
 	}
 	return fd
 }
@@ -66,8 +67,8 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 // the remedy when the rule that translated it keeps ports
 // (kubernetes#76699): a masquerade keeps a connection's port when no
 // confirmed entry has it, blind to entries not confirmed yet.
-func (fd *Finding) portClash(n Context, f *flow.Flow, p *flow.Packet, nat *event.Event) string {
-	out := fmt.Sprintf(" Two connections were given source %s by SNAT: the other's entry was confirmed first", src(nat.Tuple))
+func (fd *Finding) portClash(n Context, f *flow.Flow, p *flow.Packet, nat, drop *event.Event) string {
+	out := fmt.Sprintf(" Two connections were given source %s by SNAT: ", src(nat.Tuple)) + fd.clashedWith(n, nat, drop)
 	if _, next := find(f, func(q *flow.Packet, e *event.Event) bool {
 		return q != p && !isReply(f, q) && e.Netns == nat.Netns && e.Hook == nat.Hook && e.Translation()&event.TranslationSNAT != 0 &&
 			e.NAT.Pre == nat.NAT.Pre && e.Tuple.Sport != nat.Tuple.Sport
@@ -82,6 +83,21 @@ func (fd *Finding) portClash(n Context, f *flow.Flow, p *flow.Packet, nat *event
 	}
 	return out + fmt.Sprintf(". %s keeps each connection's source port when it can: with `--random-fully` it picks ports at random, and two connections meet on one far less often.",
 		fd.NetfilterRules[0].String())
+}
+
+// clashedWith names the connection an SNATed packet's entry clashed
+// with: another entry SNAT gave the same tuple before the drop, whatever
+// flow it was in. Without one in the index (forgotten, or its record
+// lost) the other is only said to exist.
+func (fd *Finding) clashedWith(n Context, nat, drop *event.Event) string {
+	other, ok := n.SNATedBefore(nat.Netns, nat.Tuple, drop.CT.ID, drop.Time)
+	if !ok {
+		return "the other's entry was confirmed first"
+	}
+	fd.Evidence = append(fd.Evidence, evidence(n, &other, "%s: the other connection's first packet, entry %#x", natFact(n, &other), other.CT.ID))
+	return fmt.Sprintf("the other, %s -> %s (entry %#x, SNATed %s before the drop), had its entry confirmed first",
+		fd.atPod(n, src(other.NAT.Pre)), fd.atPod(n, dst(other.NAT.Pre)), other.CT.ID,
+		time.Duration(drop.Time-other.Time).Round(time.Microsecond))
 }
 
 // verdictDrop says whether a drop was a netfilter hook's verdict: the hook

@@ -1,12 +1,15 @@
 package explain
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
@@ -122,6 +125,61 @@ func TestConntrackClash(t *testing.T) {
 			}
 			if len(fd.Evidence) < 2 || fd.Severity != "warning" {
 				t.Errorf("evidence %d, severity %q: %+v", len(fd.Evidence), fd.Severity, fd)
+			}
+		})
+	}
+}
+
+// winnerAt is another pod's first packet, 10.0.0.3:40000 -> 10.0.0.2:9000,
+// given the same source as snatted's at POSTROUTING, with an entry of its
+// own, SNATed at kernel time at.
+func winnerAt(at uint64) []event.Event {
+	s := fixture.Seq{Now: at - 20_000} // two events, 10 µs apart
+	pre := fixture.T("10.0.0.3:40000", "10.0.0.2:9000", fixture.SYN)
+	post := pre
+	post.Src = netip.MustParseAddr("10.0.0.254")
+	ct := fixture.CT(0xc6, pre, post.Reverse(), 0, false)
+	ct.Info = 2 // IP_CT_NEW
+	return []event.Event{
+		fixture.NAT(&s, 0x190, "n2/eth0", event.HookPrerouting, pre, pre, ct),
+		fixture.NAT(&s, 0x190, "n2/eth1", event.HookPostrouting, pre, post, ct),
+	}
+}
+
+// The connection a port clash lost to is another flow: the correlator's
+// index of SNATed entries names it, when it was SNATed before the drop.
+func TestConntrackClashNamesTheOtherConnection(t *testing.T) {
+	rs, err := ruleset.Parse(keepPortsRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loser := snatted(fixture.ConntrackClash())
+	drop := loser[2].Time
+	for _, tc := range []struct {
+		name   string
+		events []event.Event
+		want   string
+	}{
+		{"SNATed between the loser's NAT and its drop", append(winnerAt(drop-5_000), loser...),
+			"the other, 10.0.0.3:40000 -> 10.0.0.2:9000 (entry 0xc6, SNATed 5µs before the drop), had its entry confirmed first"},
+		{"SNATed after the drop: not the one", append(slices.Clone(loser), winnerAt(drop+20_000)...), "the other's entry was confirmed first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := flow.New(flow.DefaultConfig)
+			var loserFlow *flow.Flow
+			keep := func(f *flow.Flow) {
+				if f.Tuple().Src == loser[0].Tuple.Src {
+					loserFlow = f.Clone()
+				}
+			}
+			slices.SortStableFunc(tc.events, func(a, b event.Event) int { return cmp.Compare(a.Time, b.Time) })
+			for i := range tc.events {
+				c.Add(&tc.events[i], keep)
+			}
+			c.Flush(keep)
+			fd := Explain(loserFlow, fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): rs}, SNATs: c.SNATs().Before})
+			if fd == nil || fd.Rule != "conntrack-clash" || !strings.Contains(fd.Summary, tc.want) {
+				t.Fatalf("finding %+v, want conntrack-clash saying %q", fd, tc.want)
 			}
 		})
 	}

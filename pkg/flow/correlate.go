@@ -94,6 +94,7 @@ type Correlator struct {
 	// event instead of Idle (idleOf).
 	over    []overFlow
 	serials uint64
+	snats   *SNATs
 }
 
 // overFlow is a flow listed as over when its last event was at at. The
@@ -159,8 +160,12 @@ func New(cfg Config) *Correlator {
 		cfg.MaxPackets = DefaultConfig.MaxPackets
 	}
 	return &Correlator{cfg: cfg, skbs: map[skbID]*skbState{}, held: map[skbID][]event.Event{},
-		byKey: map[key]*Flow{}}
+		byKey: map[key]*Flow{}, snats: newSNATs(cfg.Idle)}
 }
+
+// SNATs is the index of the entries SNAT gave a source that the events
+// added so far show.
+func (c *Correlator) SNATs() *SNATs { return c.snats }
 
 // Stats returns the counters.
 func (c *Correlator) Stats() Stats {
@@ -322,6 +327,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.hold(e)
 		return
 	}
+	c.snats.add(e)
 	pt := connTuple(e)
 	facts := factsOf(e, pt)
 	var keys [maxKeys]key
