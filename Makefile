@@ -7,7 +7,7 @@ LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
 BPF_GEN := internal/probe/nat_bpfel.go
 
-.PHONY: all deps generate build flanneld test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
+.PHONY: all deps generate build image flanneld test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
 
 # Kernels the VM stage boots, all at once (scripts/vmtest/matrix.sh):
 # KERNEL[:SUITES], KERNEL a Debian series (the newest package of it), a
@@ -33,6 +33,12 @@ generate: deps $(BPF_GEN)
 build: generate
 	go build -o $(BIN) ./cmd/nettrace
 	go build -o $(LAB) ./test/lab/ntlab
+
+# nettrace's container image, built offline with podman (scripts/image.sh
+# says what it holds); deploy/ runs it.
+IMAGE ?= nettrace:dev
+image: generate
+	scripts/image.sh $(IMAGE)
 
 # flanneld from flannel's own module, for the test that runs incident 1 on
 # flannel itself (scripts/flanneld.sh says what it changes).

@@ -32,6 +32,9 @@ have etcd || need+=(etcd-server)
 have etcdctl || need+=(etcd-client)
 have containerd || need+=(containerd)
 have runc || need+=(runc)
+# podman builds nettrace's image (scripts/image.sh) and runs it, for the
+# test that proves the privileges deploy/ documents.
+have podman || need+=(podman)
 if [ "${1:-}" = bench ]; then
 	have iperf3 || need+=(iperf3)
 	have tcpdump || need+=(tcpdump)

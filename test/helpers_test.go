@@ -198,6 +198,16 @@ type watch struct {
 // startWatch starts nettrace watch and waits until it is attached.
 func startWatch(t *testing.T, args ...string) *watch {
 	t.Helper()
+	return startWatchWith(t, nil, args...)
+}
+
+// startWatchWith starts nettrace watch as launcher runs it (the built
+// binary when nil): launcher's words come before watch's arguments.
+func startWatchWith(t *testing.T, launcher []string, args ...string) *watch {
+	t.Helper()
+	if launcher == nil {
+		launcher = []string{nettraceBin}
+	}
 	ready := filepath.Join(t.TempDir(), "ready")
 	w := &watch{forced: map[string]string{}}
 	for i, a := range args {
@@ -211,7 +221,7 @@ func startWatch(t *testing.T, args ...string) *watch {
 	// libcni cache; a test's --cni-cache comes later and wins.
 	full := append([]string{"watch", "-o", "json", "--events", "--timelines", "all", "--ready-file", ready, "--duration", lab.Patience.String(),
 		"--log-level", "debug", "--log-format", "json", "--cni-cache", lab.CNIResults}, args...)
-	w.cmd = exec.Command(nettraceBin, full...)
+	w.cmd = exec.Command(launcher[0], append(launcher[1:], full...)...)
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
 	if err := w.cmd.Start(); err != nil {
 		t.Fatalf("start nettrace: %v", err)

@@ -48,6 +48,9 @@ type runOptions struct {
 	allNetns bool
 	// noiseConfig replaces lab.DefaultNoise.
 	noiseConfig *lab.NoiseConfig
+	// launcher runs nettrace with the arguments appended (the built
+	// binary when nil).
+	launcher []string
 }
 
 func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun {
@@ -83,7 +86,7 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 	if filter != "" {
 		args = append(args, filter)
 	}
-	w := startWatch(t, args...)
+	w := startWatchWith(t, o.launcher, args...)
 	var noise *lab.NoiseReport
 	var noiseErr error
 	noiseDone := make(chan struct{})
