@@ -8,6 +8,7 @@
 #                                  with the match and target extensions)
 #   nft                            its reading of native nftables rules
 #   /etc/protocols                 iptables-save names protocols by it
+#   tar (busybox, static)          kubectl cp of the recordings
 # Nothing else: no shell, no package manager. The image is reproducible:
 # the binary is built with -trimpath, podman build --timestamp 0 fixes
 # every time in it.
@@ -46,6 +47,8 @@ for tool in iptables-save ip6tables-save; do
 	ln -s "$(basename "$xtables")" "$root/usr/sbin/$tool"
 done
 cp /etc/protocols "$root/etc/protocols"
+cp /bin/busybox "$root/usr/bin/busybox"
+ln -s busybox "$root/usr/bin/tar"
 
 cat > "$root/Containerfile" <<'END'
 FROM scratch

@@ -25,23 +25,15 @@ func TestPodman(t *testing.T) {
 	checkSNATMissing(t, r, false)
 }
 
-// podmanRun is the command that runs nettrace's image as deploy/README.md
-// says, for the lab: the lab's own CNI cache in the runtime's place, and
-// the test's temporary files (the recording, the ready file) at their
-// paths.
+// podmanRun is deploy/podman-run.sh for the lab: the lab's own CNI cache
+// in the runtime's place, and the test's temporary files (the recording,
+// the ready file) where recordings go.
 func podmanRun(name, image string) []string {
-	return []string{"podman",
+	return []string{"env", "IMAGE=" + image, "CNI_CACHE=" + lab.CNIResults, "NETTRACE_DIR=" + os.TempDir(),
 		// crun refuses this machine's hybrid cgroup hierarchy; runc runs.
-		"--runtime", "runc",
-		"run", "--rm", "--name", name,
+		"PODMAN_GLOBAL=--runtime runc",
 		// The machine withholds CAP_SYS_RESOURCE from root: the container's
 		// limits can only be set below podman's own.
-		"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
-		"--network", "host", "--pid", "host",
-		"--cap-drop", "all", "--cap-add", "SYS_ADMIN,NET_ADMIN,SYS_PTRACE,SYSLOG",
-		"--volume", "/run/netns:/run/netns:ro,rslave",
-		"--volume", "/sys/kernel/security:/sys/kernel/security:ro",
-		"--volume", lab.CNIResults + ":" + lab.CNIResults + ":ro",
-		"--volume", os.TempDir() + ":" + os.TempDir(),
-		image}
+		"PODMAN_RUN=--name " + name + " --ulimit nofile=4096:4096 --ulimit nproc=4096:4096",
+		"../deploy/podman-run.sh"}
 }
