@@ -151,7 +151,9 @@ func sameSet(a, b []string) bool {
 }
 
 func sameMounts(a, b []hostMount) bool {
-	key := func(m hostMount) string { return m.host + ":" + m.container + ":" + map[bool]string{true: "ro"}[m.readOnly] }
+	key := func(m hostMount) string {
+		return m.host + ":" + m.container + ":" + map[bool]string{true: "ro"}[m.readOnly]
+	}
 	var ka, kb []string
 	for _, m := range a {
 		ka = append(ka, key(m))
