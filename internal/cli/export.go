@@ -42,7 +42,7 @@ explanations, then for the packets. In Wireshark: frame.comment ==
 			var last *trace.Stream
 			var closers []func()
 			open := func() (output.EventSource, output.Names, error) {
-				s, closeAll, err := engine.OpenRecordings(args)
+				s, _, closeAll, err := engine.OpenRecordings(args)
 				if err != nil {
 					return nil, output.Names{}, err
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/nettrace-dev/nettrace/internal/engine"
@@ -74,7 +75,8 @@ its last complete record; replay then says where it ends and exits with 3.`,
   nettrace replay node1.ntrace node2.ntrace -o json 'host 10.96.0.10'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := g.logger(); err != nil {
+			log, err := g.logger()
+			if err != nil {
 				return err
 			}
 			if format != "text" && format != "json" {
@@ -88,11 +90,12 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			if err != nil {
 				return usageError{err}
 			}
-			s, closeAll, err := engine.OpenRecordings(files)
+			s, skews, closeAll, err := engine.OpenRecordings(files)
 			if err != nil {
 				return err
 			}
 			defer closeAll()
+			logSkews(log, skews)
 			o := engine.Options{Format: format, Timelines: timelines, Events: events, FlowIdle: flowIdle, MaxFlows: maxFlows, MaxPackets: maxPackets,
 				Colour: colourOn(os.Stdout)}
 			if err := engine.Replay(s, prog, o); err != nil {
@@ -109,4 +112,26 @@ its last complete record; replay then says where it ends and exits with 3.`,
 	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	fl.IntVar(&maxPackets, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd
+}
+
+// logSkews says how each recording's clock was placed against the first's,
+// and between which bounds the packets seen on both put it.
+func logSkews(log zerolog.Logger, skews []trace.ClockSkew) {
+	for i, k := range skews {
+		if i == 0 {
+			continue
+		}
+		if k.Packets == 0 {
+			log.Warn().Str("host", k.Host).Msg("clock not aligned: no packet seen both there and by the recordings aligned before it; its times are its own")
+			continue
+		}
+		ev := log.Info().Str("host", k.Host).Dur("offset", k.Offset).Int("packets", k.Packets)
+		if k.HasLower {
+			ev = ev.Dur("at_least", k.Lower)
+		}
+		if k.HasUpper {
+			ev = ev.Dur("at_most", k.Upper)
+		}
+		ev.Msg("clock aligned")
+	}
 }

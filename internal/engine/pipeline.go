@@ -167,6 +167,9 @@ type Options struct {
 	RulesChanged func(netns uint32)
 	// Losses, when the run counts its losses, mark incomplete flows.
 	Losses *flow.Losses
+	// CrossHost joins a connection's flows on several hosts into one
+	// (flow.Config.CrossHost): a replay of several recordings.
+	CrossHost bool
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -224,7 +227,8 @@ func New(o Options) *Pipeline {
 		renderer = func() flowRenderer { return text.Copy() }
 	}
 	deferred := !p.showEvents
-	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred})
+	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred,
+		CrossHost: o.CrossHost})
 	p.names.SNATs = p.corr.SNATs()
 	if deferred {
 		p.startRendering(renderer)

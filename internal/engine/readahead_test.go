@@ -34,7 +34,7 @@ func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 
 func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 	path, want := recordIncidents(t, 40) // several batches and a partial one
-	s, closeAll, err := OpenRecordings([]string{path})
+	s, _, closeAll, err := OpenRecordings([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 func TestReadAheadStopsWithTheLoop(t *testing.T) {
 	path, want := recordIncidents(t, 40)
 	for _, stopAt := range []int{0, readBatch - 1, readBatch, 3*readBatch + 7, len(want) - 1} {
-		s, closeAll, err := OpenRecordings([]string{path})
+		s, _, closeAll, err := OpenRecordings([]string{path})
 		if err != nil {
 			t.Fatal(err)
 		}

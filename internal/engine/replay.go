@@ -10,8 +10,9 @@ import (
 )
 
 // OpenRecordings opens recordings as one stream ordered by wall-clock
-// time; closeAll closes them.
-func OpenRecordings(files []string) (s *trace.Stream, closeAll func(), err error) {
+// time, the clocks of several hosts aligned by the packets they saw pass
+// between them (skews says what was found of each); closeAll closes them.
+func OpenRecordings(files []string) (s *trace.Stream, skews []trace.ClockSkew, closeAll func(), err error) {
 	var readers []*trace.Reader
 	closeAll = func() {
 		for _, r := range readers {
@@ -22,11 +23,16 @@ func OpenRecordings(files []string) (s *trace.Stream, closeAll func(), err error
 		r, err := trace.Open(f)
 		if err != nil {
 			closeAll()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		readers = append(readers, r)
 	}
-	return trace.NewStream(readers), closeAll, nil
+	s, skews, err = trace.NewAlignedStream(readers, flow.WireID)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	return s, skews, closeAll, nil
 }
 
 // StreamNames are the names a stream's recordings keep: namespaces, drop
@@ -52,6 +58,7 @@ func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
 		o.Losses = &flow.Losses{}
 		s.OnLoss(o.Losses.Add)
 	}
+	o.CrossHost = s.Merged()
 	p := New(o)
 	follow := filter.NewFollower(prog)
 	var first, last uint64

@@ -157,7 +157,7 @@ func (n Names) step(f *flow.Flow, e *event.Event) JSONStep {
 
 // direction names a packet's direction in its flow. A group or broadcast
 // datagram has no reply: it is named for what it is.
-func direction(client, t event.Tuple, p *flow.Packet) string {
+func direction(f *flow.Flow, t event.Tuple, p *flow.Packet) string {
 	group := false
 	for i := range p.Events {
 		group = group || p.Events[i].ToGroup()
@@ -167,7 +167,7 @@ func direction(client, t event.Tuple, p *flow.Packet) string {
 		return "multicast"
 	case group:
 		return "broadcast"
-	case t.Src != client.Src || t.Sport != client.Sport:
+	case !f.FromClient(t):
 		return "reply"
 	}
 	return "request"
@@ -199,10 +199,9 @@ func (n Names) ConvertFlow(f *flow.Flow, r *explain.Report) *JSONFlow {
 func (n Names) convertFlow(f *flow.Flow, r *explain.Report, steps bool) *JSONFlow {
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
 		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0, Brief: !steps}
-	client := f.Tuple()
 	for k, p := range f.Packets {
 		t := firstTuple(p)
-		dir := direction(client, t, p)
+		dir := direction(f, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p),
 			Ordinary: r.Ordinary[k]}
 		j.Packets = append(j.Packets, jp)

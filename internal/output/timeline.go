@@ -72,10 +72,9 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 		tl.seen = map[string]int{}
 	}
 	clear(tl.seen)
-	client := f.Tuple()
 	for i, p := range f.Packets {
 		pt := firstTuple(p)
-		dir, label, end := direction(client, pt, p), packetLabel(pt), t.names.PacketEnd(p)
+		dir, label, end := direction(f, pt, p), packetLabel(pt), t.names.PacketEnd(p)
 		tl.describe(t.names, f, p)
 		ordinary := r.Ordinary[i]
 		if ordinary != "" {

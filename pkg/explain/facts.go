@@ -52,7 +52,7 @@ func isReply(f *flow.Flow, p *flow.Packet) bool {
 	if first.Point == event.PointNAT && first.Flags&event.FlagPre != 0 {
 		t = first.NAT.Pre
 	}
-	return src(t) != client(f)
+	return !f.FromClient(t)
 }
 
 func translated(e *event.Event) bool {

@@ -18,6 +18,11 @@ type Config struct {
 	// counted in Flow.Unkept, not kept (a bulk transfer would otherwise
 	// keep everything).
 	MaxPackets int
+	// CrossHost joins the events of recordings from several hosts (a
+	// replay of several nodes): a packet seen leaving one host and
+	// arriving at another is one packet (wireKey), so a connection's flows
+	// on both become one.
+	CrossHost bool
 	// Deferred hands each ended flow to done with its events still
 	// compact: the receiver decodes them (Flow.Decode) in the goroutine
 	// that explains and shows the flow, and the flow is its until it calls
@@ -185,10 +190,11 @@ func partial(e *event.Event) bool {
 	return (t.Proto == event.ProtoTCP || t.Proto == event.ProtoUDP) && (t.Sport == 0 || t.Dport == 0)
 }
 
-// maxKeys bounds the keys one event joins: its packet, conntrack entry and
-// socket, and two tuples (before and after a translation, or the conntrack
-// entry's two directions).
-const maxKeys = 5
+// maxKeys bounds the keys one event joins: its packet (and, across hosts,
+// its bytes on the wire), conntrack entry and socket, and two tuples
+// (before and after a translation, or the conntrack entry's two
+// directions).
+const maxKeys = 6
 
 // keysOf lists the keys an event joins, strongest first (the packet, then
 // its conntrack entry, its socket, its tuples), and its packet's key.
@@ -198,6 +204,12 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 		if skb.kind != 0 {
 			keys[n] = skb
 			n++
+		}
+		if c.cfg.CrossHost {
+			if w := wireKey(e); w.kind != 0 {
+				keys[n] = w
+				n++
+			}
 		}
 	}
 	if facts.ctKey.kind != 0 {

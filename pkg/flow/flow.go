@@ -109,6 +109,34 @@ func (f *Flow) Tuple() event.Tuple {
 	return event.Tuple{}
 }
 
+// FromClient says whether a packet whose first tuple is t travels from the
+// flow's client: its source is the client's, or it travels in the original
+// direction of a conntrack entry a NAT hook of the flow saw (its tuple the
+// reverse of the entry's reply): the client's request past a translation,
+// first seen there, as on another host after this one's NAT. Only NAT
+// events are read: they carry the entries that translated.
+func (f *Flow) FromClient(t event.Tuple) bool {
+	c := f.Tuple()
+	if t.Src == c.Src && t.Sport == c.Sport {
+		return true
+	}
+	for _, p := range f.Packets {
+		for i := range p.Events {
+			e := &p.Events[i]
+			if e.Point == event.PointNAT && e.HasCT() && sameEnds(t, e.CT.Reply.Reverse()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sameEnds says whether two tuples name the same addresses, ports and
+// protocol.
+func sameEnds(a, b event.Tuple) bool {
+	return a.Src == b.Src && a.Dst == b.Dst && a.Sport == b.Sport && a.Dport == b.Dport && a.Proto == b.Proto
+}
+
 // packetTuple is the tuple that identifies the packet's connection at an
 // event: the inner one of an encapsulated packet, and before NAT for a
 // nat event.

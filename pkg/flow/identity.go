@@ -23,6 +23,7 @@ const (
 	keyCT
 	keyTuple
 	keySock
+	keyWire
 )
 
 // key identifies something a flow is known by. It holds no pointer, so the
@@ -67,6 +68,31 @@ func echo(t event.Tuple) bool {
 	typ := t.Sport >> 8
 	return (t.Proto == event.ProtoICMP && (typ == icmpEchoRequest || typ == icmpEchoReply)) ||
 		(t.Proto == event.ProtoICMPv6 && (typ == icmp6EchoRequest || typ == icmp6EchoReply))
+}
+
+// wireKey is one packet as two hosts see it on the wire between them:
+// its tuple at the event, and its fingerprint (IP ID, TCP sequence,
+// acknowledgement and flags), which NAT and encapsulation leave alone. No
+// namespace: the two hosts' namespaces are their own. Zero when the event
+// carries no bytes of the packet.
+func wireKey(e *event.Event) key {
+	fp := fingerprint(e)
+	if fp == 0 {
+		return key{}
+	}
+	t := e.Tuple
+	if e.HasInner() {
+		t = e.Inner
+	}
+	return key{kind: keyWire, id: fp, proto: t.Proto, a: endpoint(t.Src, t.Sport), b: endpoint(t.Dst, t.Dport)}
+}
+
+// WireID names the packet an event is about the same on every host that
+// sees it on the wire (wireKey); false when the event carries no bytes of
+// it. Replay aligns several hosts' clocks by it.
+func WireID(e *event.Event) (uint64, bool) {
+	k := wireKey(e)
+	return k.sum(), k.kind != 0
 }
 
 // tupleKey is a connection's tuple in one namespace, both directions alike.

@@ -39,6 +39,9 @@ type Stream struct {
 	Errs []error
 
 	multi bool
+	// skew is each recording's clock offset from the first's (alignClocks),
+	// taken off its wall-clock times; nil until aligned.
+	skew []int64
 	// counted is how far each recording's losses are counted (the
 	// furthest of its parts), +inf once it has ended; onLoss is told the
 	// windows and how far every recording's losses are counted.
@@ -120,6 +123,19 @@ func (s source) ruleTrace(ino uint32, hook string, p ruleset.Packet, at uint64) 
 
 // NewStream merges readers.
 func NewStream(readers []*Reader) *Stream {
+	s, _, _ := newStream(readers, nil)
+	return s
+}
+
+// NewAlignedStream merges readers as NewStream does, with the clocks of
+// recordings of several hosts aligned (alignClocks: id names a packet the
+// same on every host, false for an event that does not), and says what it
+// found of each recording's clock.
+func NewAlignedStream(readers []*Reader, id func(*event.Event) (uint64, bool)) (*Stream, []ClockSkew, error) {
+	return newStream(readers, id)
+}
+
+func newStream(readers []*Reader, id func(*event.Event) (uint64, bool)) (*Stream, []ClockSkew, error) {
 	s := &Stream{readers: readers, source: make([]int, len(readers)), podSeen: make([]uint64, len(readers)), heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
 		taken: -1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
 		remapNs: map[[2]uint32]uint32{}, unmapNs: map[uint32][2]uint32{}, remapRs: map[[2]uint32]uint32{}}
@@ -142,13 +158,20 @@ func NewStream(readers []*Reader) *Stream {
 	}
 	s.multi = len(s.sources) > 1
 	s.counted = make([]uint64, len(s.sources))
+	var skews []ClockSkew
+	if id != nil && s.multi {
+		var err error
+		if skews, err = s.alignClocks(id); err != nil {
+			return nil, nil, err
+		}
+	}
 	for i, r := range readers {
 		r.OnLoss = func(win event.LossWindow, through uint64) { s.lossRead(i, win, through) }
 	}
 	for i := range readers {
 		s.advance(i)
 	}
-	return s
+	return s, skews, nil
 }
 
 // CountsLosses says whether every recording has loss records, and so
@@ -177,7 +200,8 @@ func (s *Stream) OnLoss(f func(win event.LossWindow, through uint64)) {
 func (s *Stream) lossRead(i int, win event.LossWindow, through uint64) {
 	if s.multi {
 		m := &s.readers[i].Meta
-		wall := func(t uint64) uint64 { return uint64(m.Wall(t).UnixNano()) }
+		skew := s.skewOf(s.source[i])
+		wall := func(t uint64) uint64 { return uint64(m.Wall(t).UnixNano() - skew) }
 		win.From, win.To, through = wall(win.From), wall(win.To), wall(through)
 	}
 	n := s.source[i]
@@ -238,7 +262,7 @@ func salt(src int) uint64 { return uint64(src+1) << 44 }
 func (s *Stream) rebase(i int, e *event.Event) {
 	r, n := s.readers[i], s.source[i]
 	src := s.sources[n]
-	e.Time = uint64(r.Meta.Wall(e.Time).UnixNano())
+	e.Time = uint64(r.Meta.Wall(e.Time).UnixNano() - s.skewOf(n))
 	if e.Netns != 0 {
 		k := [2]uint32{uint32(n), e.Netns}
 		id, ok := s.remapNs[k]
@@ -307,6 +331,10 @@ func (s *Stream) Next(e *event.Event) error {
 	s.taken = best
 	return nil
 }
+
+// Merged says whether the stream merges several recordings, each with its
+// own clock and kernel identities.
+func (s *Stream) Merged() bool { return s.multi }
 
 // NetnsName names a namespace of the stream. The name methods are safe to
 // call while another goroutine reads events.
@@ -407,7 +435,15 @@ func (s *Stream) recordingOf(ino uint32, at uint64) (source, uint32, uint64, boo
 		return nil, 0, 0, false
 	}
 	src := s.sources[k[0]]
-	return src, k[1], src.meta().Mono(time.Unix(0, int64(at))), true
+	return src, k[1], src.meta().Mono(time.Unix(0, int64(at)+s.skewOf(int(k[0])))), true
+}
+
+// skewOf is recording n's clock offset, zero until aligned.
+func (s *Stream) skewOf(n int) int64 {
+	if s.skew == nil {
+		return 0
+	}
+	return s.skew[n]
 }
 
 // Wall converts a stream time to wall-clock time.

@@ -1,0 +1,139 @@
+package trace
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
+
+// crossing is a packet (its skb, the test's packet identity) leaving one
+// host and reaching the other 50 µs later, at a true time in µs.
+type crossing struct {
+	skb      uint64
+	at       uint64
+	fromHost int
+}
+
+// recordHosts writes what two hosts saw of crossings, host 1's wall clock
+// ahead of host 0's by ahead, and returns the recordings.
+func recordHosts(t *testing.T, crossings []crossing, ahead time.Duration) []string {
+	t.Helper()
+	var paths []string
+	for host := range 2 {
+		path := filepath.Join(t.TempDir(), []string{"a", "b"}[host]+".ntrace")
+		// Both kernels booted at their own time: mono 0 is a different
+		// wall time on each.
+		meta := Meta{Nettrace: "test", Host: []string{"a", "b"}[host], Run: []string{"1", "2"}[host], MonoNS: 0,
+			WallNS: int64(1_800_000_000_000_000_000 + host*3_000_000_000)}
+		if host == 1 {
+			meta.WallNS += int64(ahead)
+		}
+		w, err := Create(path, meta, fixture.Context{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crossings {
+			kind, at := event.KindDevTx, c.at*1000
+			if c.fromHost != host {
+				kind, at = event.KindDevRx, at+50_000
+			}
+			// Host 1's monotonic clock started 3 s later.
+			mono := at - uint64(host)*3_000_000_000 + 5_000_000_000
+			e := event.Event{Time: mono, Skb: c.skb, Point: event.PointDev, Kind: kind, Netns: 1,
+				Tuple: fixture.T("10.0.0.1:40000", "10.0.0.2:80", fixture.SYN)}
+			if err := w.Event(&e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(Summary{}); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, path)
+	}
+	return paths
+}
+
+func TestAlignedStreamPlacesEachHostsClock(t *testing.T) {
+	bySkb := func(e *event.Event) (uint64, bool) { return e.Skb, true }
+	ahead := 700 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		crossings []crossing
+		offset    time.Duration
+		bounds    string // which bounds the packets give
+		packets   int
+	}{
+		{"packets both ways", []crossing{{1, 1000, 0}, {2, 2000, 1}}, ahead, "both", 2},
+		// One way only: the bound, the time on the wire taken as nothing.
+		{"packets one way", []crossing{{1, 1000, 0}, {3, 3000, 0}}, ahead + 50*time.Microsecond, "upper", 2},
+		{"no packet on both", nil, 0, "none", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var readers []*Reader
+			for _, p := range recordHosts(t, tc.crossings, ahead) {
+				r, err := Open(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				readers = append(readers, r)
+			}
+			s, skews, err := NewAlignedStream(readers, bySkb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := skews[1]
+			bounds := map[[2]bool]string{{true, true}: "both", {false, true}: "upper", {true, false}: "lower", {false, false}: "none"}[[2]bool{k.HasLower, k.HasUpper}]
+			if len(skews) != 2 || k.Offset != tc.offset || bounds != tc.bounds || k.Packets != tc.packets || k.Host != "b" {
+				t.Fatalf("skews %+v, want b at %s bounded %s by %d packets", skews, tc.offset, tc.bounds, tc.packets)
+			}
+			if k.HasLower && k.HasUpper && (k.Lower != ahead-50*time.Microsecond || k.Upper != ahead+50*time.Microsecond) {
+				t.Errorf("bounds %s, %s: want the offset ± the 50 µs on the wire", k.Lower, k.Upper)
+			}
+			// Every packet is received after it was sent, in the stream's
+			// order and by its times.
+			sent := map[uint64]uint64{}
+			var e event.Event
+			for s.Next(&e) == nil {
+				skb := e.Skb &^ (0xff << 44) // the stream's salt keeps hosts apart
+				switch e.Kind {
+				case event.KindDevTx:
+					sent[skb] = e.Time
+				case event.KindDevRx:
+					if at, ok := sent[skb]; !ok || e.Time-at != 50_000 && tc.bounds == "both" {
+						t.Errorf("packet %d received at %d, sent at %d (seen %v): want 50 µs later", skb, e.Time, at, ok)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A retransmission that kept its identity (IP ID, sequence number) passes
+// the same devices again a second later: that identity bounds nothing.
+func TestAlignedStreamSkipsRepeatedIdentities(t *testing.T) {
+	bySkb := func(e *event.Event) (uint64, bool) { return e.Skb, true }
+	ahead := 300 * time.Millisecond
+	// Packet 1 sent from host 0 at 1 ms and again at 1001 ms; packet 2
+	// from host 1 at 2 ms.
+	paths := recordHosts(t, []crossing{{1, 1000, 0}, {2, 2000, 1}, {1, 1_001_000, 0}}, ahead)
+	var readers []*Reader
+	for _, p := range paths {
+		r, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		readers = append(readers, r)
+	}
+	_, skews, err := NewAlignedStream(readers, bySkb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := skews[1]; k.Packets != 1 || k.Offset != ahead-50*time.Microsecond || k.HasUpper {
+		t.Fatalf("skew %+v, want %s from packet 2 alone", k, ahead-50*time.Microsecond)
+	}
+}
