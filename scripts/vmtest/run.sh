@@ -18,7 +18,11 @@
 #             traffic, unfiltered; incident 1 under forced loss
 #   busy-v6   the same for the IPv6 scenarios (and the forced loss again)
 #   methods   every method of each point reports the same facts
-# or "all" (the default).
+#   pair      two guests of the kernel as the lab's two nodes, their
+#             underlays joined by a virtual link between them (a qemu
+#             socket on the host's loopback): incident 1 recorded on both
+#             kernels, replayed as one timeline (TestTwoKernels); alone
+# or "all" (the default; all but pair).
 # VMTEST_RUN (-test.run patterns, space-separated) and VMTEST_COUNT run chosen tests
 # several times instead, to chase one that fails only sometimes;
 # VMTEST_TIMEOUT (seconds) bounds the guest; VMTEST_APPEND adds to the
@@ -45,10 +49,15 @@ declare -A SUITES=(
 	[busy-v4]='TestBusyLab/^[a-z-]+$/unfiltered TestForcedLoss/^snat-missing$'
 	[busy-v6]='TestBusyLab/-v6/unfiltered TestForcedLoss/^snat-missing$'
 	[methods]='TestProbes|TestMethods'
+	[pair]='TestTwoKernels'
 )
 SKIP=${VMTEST_SKIP-'TestBusyLab/-healthy$'}
 SUITE=${VMTEST_SUITE:-all}
 [ "$SUITE" != all ] || SUITE=captures,busy-v4,busy-v6,methods
+PAIR=""
+if [ "$SUITE" = pair ]; then
+	PAIR=1
+fi
 RUNS=""
 for part in ${SUITE//,/ }; do
 	[ -n "${SUITES[$part]:-}" ] || { echo "vmtest: unknown suite $part (${!SUITES[*]} or all)" >&2; exit 2; }
@@ -96,7 +105,7 @@ else
 	# reject).
 	for m in nf_conntrack nf_nat nf_tables nft_compat nft_limit nft_nat nft_numgen nft_chain_nat nft_masq nft_ct nft_reject_ipv4 xt_nat xt_MASQUERADE xt_comment \
 		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack nf_conntrack_netlink veth vxlan \
-		bridge br_netfilter tcp_diag ip6t_rpfilter xt_NFQUEUE nfnetlink_queue; do
+		bridge br_netfilter tcp_diag ip6t_rpfilter xt_NFQUEUE nfnetlink_queue virtio_pci virtio_net; do
 		modprobe -d "$ROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
 	done | awk '!seen[$0]++' > "$CACHE/$NAME.modules"
 	MODULES="$CACHE/$NAME.modules"
@@ -165,6 +174,10 @@ if [ -f /modules/order ]; then
 	while read -r ko; do insmod "/modules/\$ko" 2>/dev/null; done < /modules/order
 fi
 ip link set lo up
+# A guest of a pair is one of the lab's two nodes (nettrace.node=N).
+NETTRACE_NODE=\$(sed -n 's/.*nettrace[.]node=\([12]\).*/\1/p' /proc/cmdline)
+export NETTRACE_NODE
+[ -z "\$NETTRACE_NODE" ] || hostname "node\$NETTRACE_NODE"
 echo "VMTEST: kernel \$(uname -r)"
 /nettrace probes
 echo "VMTEST: running tests"
@@ -180,24 +193,25 @@ chmod +x "$INITRD/init"
 (cd "$INITRD" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initrd.gz"
 echo "vmtest: initramfs $(du -h "$WORK/initrd.gz" | cut -f1); booting $NAME under TCG (timeout ${TIMEOUT}s)"
 
-LOG="$CACHE/$NAME.log"
-# show_failures prints what each failed test said, found in the whole log
-# (the guest's console interleaves the kernel's lines, which test2json
-# leaves unattributed), the kernel's first oops or warning from its first
-# line (a panic's call trace is longer than the log's end shows), then the
-# log's end, where a hang or a panic shows.
+# show_failures prints what each failed test of a guest said, found in its
+# whole log (LOG: the guest's console interleaves the kernel's lines, which
+# test2json leaves unattributed), the kernel's first oops or warning from
+# its first line (a panic's call trace is longer than the log's end shows),
+# then the log's end, where a hang or a panic shows.
 show_failures() {
-	tr -d '\r' < "$LOG" | sed -n '/VMTEST: running tests/,$p' | go tool test2json | go run ./scripts/failed || true
-	if grep -qE "$OOPS" "$LOG"; then
+	local log=$1
+	tr -d '\r' < "$log" | sed -n '/VMTEST: running tests/,$p' | go tool test2json | go run ./scripts/failed || true
+	if grep -qE "$OOPS" "$log"; then
 		echo "vmtest: the kernel's first oops or warning in $NAME:"
-		tr -d '\r' < "$LOG" | sed -nE "/$OOPS/,\$p" | head -100
+		tr -d '\r' < "$log" | sed -nE "/$OOPS/,\$p" | head -100
 	fi
 	echo "vmtest: the end of $NAME's output:"
-	tr -d '\r' < "$LOG" | tail -60
+	tr -d '\r' < "$log" | tail -60
 }
 OOPS='(BUG:|Oops|general protection fault|kernel BUG at|WARNING: CPU)'
-start=$(date +%s)
-set +e
+
+# boot runs a guest to its end, its console in LOG; APPEND adds to its
+# kernel's command line, the rest are qemu's options (its network).
 # One host thread runs both vCPUs (thread=single): QEMU before 8.1 (Debian
 # 12 has 7.2) can run a stale translation of kernel text that another vCPU
 # is patching ("accel/tcg: Always lock pages before translation", 8.1),
@@ -205,24 +219,67 @@ set +e
 # tracers attach and detach). A 6.12 guest died of it in CI once, in
 # kmalloc with impossible flags. The guests run in parallel, a host core
 # each, so the thread costs little time.
-timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
-	-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" \
-	-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init ${VMTEST_APPEND:-}" > "$LOG" 2>&1
-rc=$?
+boot() {
+	local log=$1 append=$2
+	shift 2
+	timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
+		-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" "$@" \
+		-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init ${VMTEST_APPEND:-} $append" > "$log" 2>&1
+}
+
+# verdict turns a guest's end (its qemu's exit code, its log) into this
+# script's: PASS, or what failed.
+verdict() {
+	local log=$1 rc=$2 what=$3
+	if [ "$rc" -eq 124 ]; then
+		echo "vmtest: FAIL: $what did not finish within ${TIMEOUT}s (hung?)" >&2
+		show_failures "$log" >&2
+		return 1
+	fi
+	# Which method each point used on this kernel, for the CI log.
+	tr -d '\r' < "$log" | sed -n '/VMTEST: kernel/,/VMTEST: running tests/p' | sed 's/.*VMTEST: kernel/VMTEST: kernel/'
+	if grep -q "VMTEST RESULT: PASS" "$log"; then
+		grep -E "^(--- |ok|PASS|VMTEST RESULT)" "$log" | tr -d '\r'
+		echo "vmtest: PASS on $what in ${elapsed}s"
+		return 0
+	fi
+	echo "vmtest: FAIL on $what after ${elapsed}s" >&2
+	show_failures "$log" >&2
+	return 1
+}
+
+start=$(date +%s)
+if [ -z "$PAIR" ]; then
+	LOG="$CACHE/$NAME.log"
+	set +e
+	boot "$LOG" ""
+	rc=$?
+	set -e
+	elapsed=$(( $(date +%s) - start ))
+	verdict "$LOG" $rc "$NAME"
+	exit $?
+fi
+
+# A pair: node 1's guest listens on a port of the host's loopback, node 2's
+# connects; the link carries their underlays' frames and nothing else.
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LOG1="$CACHE/$NAME.node1.log" LOG2="$CACHE/$NAME.node2.log"
+boot "$LOG1" nettrace.node=1 -netdev "socket,id=ul,listen=127.0.0.1:$PORT" -device virtio-net-pci,netdev=ul,mac=52:54:00:4e:54:01 &
+pid1=$!
+for _ in $(seq 100); do
+	ss -Hltn "sport = :$PORT" | grep -q . && break
+	sleep 0.1
+done
+boot "$LOG2" nettrace.node=2 -netdev "socket,id=ul,connect=127.0.0.1:$PORT" -device virtio-net-pci,netdev=ul,mac=52:54:00:4e:54:02 &
+pid2=$!
+set +e
+wait $pid1
+rc1=$?
+wait $pid2
+rc2=$?
 set -e
 elapsed=$(( $(date +%s) - start ))
-if [ $rc -eq 124 ]; then
-	echo "vmtest: FAIL: the guest did not finish within ${TIMEOUT}s (hung?)" >&2
-	show_failures >&2
-	exit 1
-fi
-# Which method each point used on this kernel, for the CI log.
-tr -d '\r' < "$LOG" | sed -n '/VMTEST: kernel/,/VMTEST: running tests/p' | sed 's/.*VMTEST: kernel/VMTEST: kernel/'
-if grep -q "VMTEST RESULT: PASS" "$LOG"; then
-	grep -E "^(--- |ok|PASS|VMTEST RESULT)" "$LOG" | tr -d '\r'
-	echo "vmtest: PASS on $NAME in ${elapsed}s"
-	exit 0
-fi
-echo "vmtest: FAIL on $NAME after ${elapsed}s" >&2
-show_failures >&2
-exit 1
+ok=0
+verdict "$LOG1" $rc1 "$NAME (node 1 of a pair)" || ok=1
+verdict "$LOG2" $rc2 "$NAME (node 2 of a pair)" || ok=1
+exit $ok

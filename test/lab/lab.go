@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -138,20 +139,51 @@ func newNetns(ns string) [][]string {
 	}
 }
 
-// cluster builds the underlay and both nodes with their overlay, in both
-// families: flannel's dual-stack layout, one vxlan device per family over
-// an underlay of the same family.
-func cluster() [][]string {
+// Placement says which of the lab's nodes this machine holds: both (the
+// lab on one kernel), or one, its underlay bridged to a network device
+// (NIC) that leads to the machine holding the other (two guests, two
+// kernels).
+type Placement struct {
+	Nodes []int // 1, 2 or both
+	NIC   string
+}
+
+// Whole is the lab on one kernel.
+var Whole = Placement{Nodes: []int{1, 2}}
+
+// PeerUnderlayIP is the underlay's address on the machine that holds node
+// 2 alone (node 1's has RouterIP): two machines' tests talk over it.
+const PeerUnderlayIP = "172.20.0.253"
+
+func (on Placement) holds(node int) bool { return slices.Contains(on.Nodes, node) }
+
+// cluster builds the underlay and the nodes on holds, with their overlay,
+// in both families: flannel's dual-stack layout, one vxlan device per
+// family over an underlay of the same family.
+func cluster(on Placement) [][]string {
 	cmds := newNetns(NsUnderlay)
+	cmds = append(cmds, ipn(NsUnderlay, "link", "add", "br0", "type", "bridge"))
+	if on.holds(1) {
+		cmds = append(cmds,
+			ipn(NsUnderlay, "addr", "add", RouterIP+"/24", "dev", "br0"),
+			ipn(NsUnderlay, "addr", "add", IPv6.Router+"/64", "dev", "br0"))
+	} else {
+		cmds = append(cmds, ipn(NsUnderlay, "addr", "add", PeerUnderlayIP+"/24", "dev", "br0"))
+	}
 	cmds = append(cmds,
-		ipn(NsUnderlay, "link", "add", "br0", "type", "bridge"),
-		ipn(NsUnderlay, "addr", "add", RouterIP+"/24", "dev", "br0"),
-		ipn(NsUnderlay, "addr", "add", IPv6.Router+"/64", "dev", "br0"),
 		ipn(NsUnderlay, "link", "set", "br0", "up"),
 		sysctl(NsUnderlay, "net.ipv4.ip_forward", "1"),
 		sysctl(NsUnderlay, "net.ipv6.conf.all.forwarding", "1"),
 	)
+	if on.NIC != "" {
+		cmds = append(cmds,
+			[]string{"ip", "link", "set", on.NIC, "netns", NsUnderlay},
+			ipn(NsUnderlay, "link", "set", on.NIC, "master", "br0", "up"))
+	}
 	for i, n := range nodes {
+		if !on.holds(i + 1) {
+			continue
+		}
 		port := fmt.Sprintf("ul-n%d", i+1)
 		cmds = append(cmds, newNetns(n.ns)...)
 		cmds = append(cmds,
@@ -199,11 +231,14 @@ func cluster() [][]string {
 // addPods makes each pod's namespace and has the CNI plugins set up its
 // network (podNetwork); it returns the pod's and the node's ends of each
 // pod's veth, and the pod of each node end.
-func addPods(pods []Pod, hairpin bool) ([][2]string, map[string]string, error) {
+func addPods(pods []Pod, hairpin bool, on Placement) ([][2]string, map[string]string, error) {
 	networks := map[int]*podNetwork{}
 	var ends [][2]string
 	hostVeths := map[string]string{}
 	for _, p := range pods {
+		if !on.holds(p.Node) {
+			continue
+		}
 		if err := runAll(newNetns(p.Namespace())); err != nil {
 			return nil, nil, err
 		}
@@ -237,7 +272,12 @@ func iptablesRestore(f Family, ns, rules string) error {
 
 // Up builds the scenario. labBin is the ntlab binary, which serves the
 // scenario's servers in their pods. A scenario already up is replaced.
-func Up(name, labBin string) (*Scenario, error) {
+func Up(name, labBin string) (*Scenario, error) { return UpOn(name, labBin, Whole) }
+
+// UpOn builds the part of the scenario on the nodes this machine holds:
+// their namespaces, pods, rules, settings and servers (a scenario that
+// prepares itself by other means runs whole only).
+func UpOn(name, labBin string, on Placement) (*Scenario, error) {
 	sc, err := Lookup(name)
 	if err != nil {
 		return nil, err
@@ -249,53 +289,110 @@ func Up(name, labBin string) (*Scenario, error) {
 		Down()
 		return nil, fmt.Errorf("lab up %s: %w", name, err)
 	}
-	if err := runAll(cluster()); err != nil {
+	if sc.Prepare != nil && len(on.Nodes) != len(nodes) {
+		return nil, fmt.Errorf("lab up %s: the scenario prepares itself and runs on one machine only", name)
+	}
+	if err := runAll(cluster(on)); err != nil {
 		return fail(err)
 	}
-	podEnds, hostVeths, err := addPods(sc.Pods, !sc.HairpinOff)
+	podEnds, hostVeths, err := addPods(sc.Pods, !sc.HairpinOff, on)
 	if err != nil {
 		return fail(err)
 	}
 	sc.HostVeths = hostVeths
+	here := Namespaces()
 	var cmds [][]string
 	for _, s := range sc.Sysctls {
-		cmds = append(cmds, sysctl(s[0], s[1], s[2]))
-	}
-	if err := runAll(append(cmds, sc.Extra...)); err != nil {
-		return fail(err)
-	}
-	if err := waitVethsUp(podEnds); err != nil {
-		return fail(err)
-	}
-	for _, f := range []Family{IPv4, IPv6} {
-		rules := sc.rules(f)
-		for _, ns := range sortedKeys(rules) {
-			if err := iptablesRestore(f, ns, rules[ns]); err != nil {
-				return fail(err)
-			}
+		if slices.Contains(here, s[0]) {
+			cmds = append(cmds, sysctl(s[0], s[1], s[2]))
 		}
 	}
-	for _, ns := range sortedKeys(sc.Nft) {
-		if err := nftRestore(ns, sc.Nft[ns]); err != nil {
-			return fail(err)
+	for _, c := range sc.Extra {
+		if namesOnly(c, here) {
+			cmds = append(cmds, c)
 		}
+	}
+	if err := runAll(cmds); err != nil {
+		return fail(err)
+	}
+	if err := waitVethsUp(on, podEnds); err != nil {
+		return fail(err)
+	}
+	if err := sc.loadRules(here); err != nil {
+		return fail(err)
 	}
 	if sc.Prepare != nil {
 		if err := sc.Prepare(); err != nil {
 			return fail(err)
 		}
 	}
+	if err := sc.startServers(labBin, here); err != nil {
+		return fail(err)
+	}
+	return sc, nil
+}
+
+// namesOnly says whether a command names no lab namespace but those here.
+func namesOnly(cmd []string, here []string) bool {
+	for _, a := range cmd {
+		if strings.HasPrefix(a, Prefix) && !slices.Contains(here, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// loadRules loads the scenario's iptables and nftables rules into the
+// namespaces here.
+func (sc *Scenario) loadRules(here []string) error {
+	for _, f := range []Family{IPv4, IPv6} {
+		rules := sc.rules(f)
+		for _, ns := range sortedKeys(rules) {
+			if !slices.Contains(here, ns) {
+				continue
+			}
+			if err := iptablesRestore(f, ns, rules[ns]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ns := range sortedKeys(sc.Nft) {
+		if !slices.Contains(here, ns) {
+			continue
+		}
+		if err := nftRestore(ns, sc.Nft[ns]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startServers starts the scenario's servers and queues in the namespaces
+// here.
+func (sc *Scenario) startServers(labBin string, here []string) error {
 	for _, s := range sc.Servers {
+		ns := ""
+		if s.Off != nil {
+			ns = s.Off.Namespace
+		} else {
+			ns = sc.pod(s.Pod).Namespace()
+		}
+		if !slices.Contains(here, ns) {
+			continue
+		}
 		if err := sc.startServer(labBin, s); err != nil {
-			return fail(err)
+			return err
 		}
 	}
 	for _, q := range sc.Queues {
+		if !slices.Contains(here, q.Namespace) {
+			continue
+		}
 		if err := startQueue(labBin, q); err != nil {
-			return fail(err)
+			return err
 		}
 	}
-	return sc, nil
+	return nil
 }
 
 // waitVethsUp waits until both ends of every veth of the lab (the
@@ -303,8 +400,15 @@ func Up(name, labBin string) (*Scenario, error) {
 // after a link came up, when others changed just before), a link drops what
 // it sends and a neighbour change flushes what waits for resolution: the
 // first connection would lose its SYN and retransmit it a second later.
-func waitVethsUp(podEnds [][2]string) error {
-	ends := append([][2]string{{NsUnderlay, "ul-n1"}, {NsUnderlay, "ul-n2"}, {NsNode1, "eth0"}, {NsNode2, "eth0"}}, podEnds...)
+func waitVethsUp(on Placement, podEnds [][2]string) error {
+	var ends [][2]string
+	for _, n := range on.Nodes {
+		ends = append(ends, [2]string{NsUnderlay, fmt.Sprintf("ul-n%d", n)}, [2]string{nodes[n-1].ns, "eth0"})
+	}
+	if on.NIC != "" {
+		ends = append(ends, [2]string{NsUnderlay, on.NIC})
+	}
+	ends = append(ends, podEnds...)
 	deadline := time.Now().Add(Patience)
 	for _, e := range ends {
 		for {
