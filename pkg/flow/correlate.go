@@ -330,7 +330,10 @@ func connTuple(e *event.Event) event.Tuple {
 }
 
 // Add correlates one event. Flows that end because of it (idle, or evicted
-// at the flow limit) are passed to done.
+// at the flow limit) are passed to done. It is one function over 80 lines
+// because its phases (look the keys up, pick or make the flow, take the
+// keys, place the event in its packet) share the event's arrays of keys and
+// flows on the stack, and it runs for every event.
 func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	if e.Time > c.now {
 		c.now = e.Time

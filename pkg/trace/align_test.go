@@ -56,6 +56,21 @@ func recordHosts(t *testing.T, crossings []crossing, ahead time.Duration) []stri
 	return paths
 }
 
+// openAll opens recordings for the test, closed when it ends.
+func openAll(t *testing.T, paths []string) []*Reader {
+	t.Helper()
+	var readers []*Reader
+	for _, p := range paths {
+		r, err := Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		readers = append(readers, r)
+	}
+	return readers
+}
+
 func TestAlignedStreamPlacesEachHostsClock(t *testing.T) {
 	bySkb := func(e *event.Event) (uint64, bool) { return e.Skb, true }
 	ahead := 700 * time.Millisecond
@@ -72,16 +87,7 @@ func TestAlignedStreamPlacesEachHostsClock(t *testing.T) {
 		{"no packet on both", nil, 0, "none", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var readers []*Reader
-			for _, p := range recordHosts(t, tc.crossings, ahead) {
-				r, err := Open(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-				readers = append(readers, r)
-			}
-			s, skews, err := NewAlignedStream(readers, bySkb)
+			s, skews, err := NewAlignedStream(openAll(t, recordHosts(t, tc.crossings, ahead)), bySkb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,16 +126,7 @@ func TestAlignedStreamSkipsRepeatedIdentities(t *testing.T) {
 	// Packet 1 sent from host 0 at 1 ms and again at 1001 ms; packet 2
 	// from host 1 at 2 ms.
 	paths := recordHosts(t, []crossing{{1, 1000, 0}, {2, 2000, 1}, {1, 1_001_000, 0}}, ahead)
-	var readers []*Reader
-	for _, p := range paths {
-		r, err := Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		readers = append(readers, r)
-	}
-	_, skews, err := NewAlignedStream(readers, bySkb)
+	_, skews, err := NewAlignedStream(openAll(t, paths), bySkb)
 	if err != nil {
 		t.Fatal(err)
 	}
