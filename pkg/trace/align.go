@@ -1,8 +1,6 @@
 package trace
 
 import (
-	"errors"
-	"io"
 	"math"
 	"time"
 
@@ -111,11 +109,8 @@ func sightings(src source, id func(*event.Event) (uint64, bool)) (map[uint64]sig
 	seen := map[uint64]sighting{}
 	var e event.Event
 	for range maxAlignEvents {
-		if err := r.Next(&e); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			// A recording cut off aligns by what it has.
-			break
+		if err := r.Next(&e); err != nil {
+			break // its end, or where it was cut off: it aligns by what it has
 		}
 		if e.Point != event.PointDev {
 			continue
