@@ -292,6 +292,11 @@ func UpOn(name, labBin string, on Placement) (*Scenario, error) {
 	if sc.Prepare != nil && len(on.Nodes) != len(nodes) {
 		return nil, fmt.Errorf("lab up %s: the scenario prepares itself and runs on one machine only", name)
 	}
+	if on.NIC != "" {
+		if err := waitLink(on.NIC); err != nil {
+			return fail(err)
+		}
+	}
 	if err := runAll(cluster(on)); err != nil {
 		return fail(err)
 	}
@@ -330,6 +335,20 @@ func UpOn(name, labBin string, on Placement) (*Scenario, error) {
 		return fail(err)
 	}
 	return sc, nil
+}
+
+// waitLink waits until a network device is in this machine's own
+// namespace: a lab taken down gives its underlay's device back only when
+// the kernel has cleaned the namespace up, after ip netns del returned.
+func waitLink(dev string) error {
+	deadline := time.Now().Add(Patience)
+	for exec.Command("ip", "link", "show", "dev", dev).Run() != nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("device %s not back in the host's namespace after %s", dev, Patience)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }
 
 // namesOnly says whether a command names no lab namespace but those here.
