@@ -32,10 +32,13 @@ type Completer interface {
 }
 
 // Judge decides outcomes the kernel reports no event for, from the events
-// it observes and on a clock, and emits them as events of its own.
+// it observes and on a clock, and emits them as events of its own. Expire
+// is given the kernel time up to which events were read: a judgement that
+// waits for an answer must wait on the events, not on the reader, which a
+// busy ring buffer holds seconds behind.
 type Judge interface {
 	Observe(e *event.Event, emit func(*event.Event))
-	Expire(final bool, emit func(*event.Event))
+	Expire(readTo uint64, final bool, emit func(*event.Event))
 }
 
 // Capture is one live run's read loop. It runs on one goroutine: the ring
@@ -172,14 +175,16 @@ func (c *Capture) Run() error {
 		default:
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
+		// The ring buffer was empty: every event until now was read.
+		readTo := kernel.MonotonicNow()
 		if c.Judge != nil {
-			c.Judge.Expire(stopping, c.Pipeline.Event)
+			c.Judge.Expire(readTo, stopping, c.Pipeline.Event)
 			c.lastJudged = now
 		}
 		if stopping {
 			return c.Pipeline.err
 		}
-		c.periodic(kernel.MonotonicNow())
+		c.periodic(readTo)
 		lastTick = now
 		if c.Rescan != nil && now.Sub(lastRescan) > time.Second {
 			c.Rescan()
@@ -215,7 +220,7 @@ func (c *Capture) take(ev *event.Event, now time.Time) {
 	c.Judge.Observe(ev, c.Pipeline.Event)
 	// Judged on a clock: a busy ring buffer is never idle.
 	if now.Sub(c.lastJudged) >= tick {
-		c.Judge.Expire(false, c.Pipeline.Event)
+		c.Judge.Expire(ev.Time, false, c.Pipeline.Event)
 		c.lastJudged = now
 	}
 }

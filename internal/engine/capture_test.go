@@ -40,9 +40,9 @@ func (s *recordSource) ReadInto(rec *ringbuf.Record) error {
 // countingWatcher completes and observes events, and judges nothing.
 type countingWatcher struct{ completed, observed, expired int }
 
-func (w *countingWatcher) Complete(*event.Event)                      { w.completed++ }
-func (w *countingWatcher) Observe(*event.Event, func(*event.Event))   { w.observed++ }
-func (w *countingWatcher) Expire(final bool, emit func(*event.Event)) { w.expired++ }
+func (w *countingWatcher) Complete(*event.Event)                    { w.completed++ }
+func (w *countingWatcher) Observe(*event.Event, func(*event.Event)) { w.observed++ }
+func (w *countingWatcher) Expire(uint64, bool, func(*event.Event))  { w.expired++ }
 
 // kernelRecords writes events as the kernel would: the steps of one IPv4
 // packet, one after the other, as one record (a journey), across NAT's

@@ -34,12 +34,14 @@ const (
 	stateListen = 10
 )
 
-// Grace is how long a SYN may wait for its SYN-ACK before it is checked.
+// Grace is how long a SYN may wait for its SYN-ACK before it is checked,
+// in kernel time: the SYN is judged once events that much younger were
+// read, so an answer the reader has not yet reached is never taken as
+// missing.
 const Grace = 300 * time.Millisecond
 
 type pendingSYN struct {
-	ev   event.Event
-	seen time.Time
+	ev event.Event
 	// local is set when the SYN was seen at INPUT (delivered to this
 	// namespace); a SYN only seen on a device may be forwarded.
 	local bool
@@ -55,13 +57,12 @@ type Watcher struct {
 	paths    map[uint32]string // netns inode -> path to enter it
 	pending  map[key]pendingSYN
 	counters map[uint32]netstat
-	now      func() time.Time
 }
 
 // New watches SYNs in the given namespaces (only those can be entered for
 // sock_diag and their counters).
 func New(targets []netns.Target) *Watcher {
-	w := &Watcher{paths: map[uint32]string{}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}, now: time.Now}
+	w := &Watcher{paths: map[uint32]string{}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
 	for _, t := range targets {
 		w.AddNamespace(t)
 	}
@@ -106,7 +107,7 @@ func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 		if _, ok := w.paths[e.Netns]; ok {
 			ev := *e
 			ev.Packet = nil // refers to the ring buffer record
-			w.pending[k] = pendingSYN{ev: ev, seen: w.now(), local: local}
+			w.pending[k] = pendingSYN{ev: ev, local: local}
 		}
 	case leaving && f&tcpRST != 0:
 		delete(w.pending, key{e.Netns, bare(e.Tuple.Reverse())})
@@ -132,16 +133,16 @@ func bare(t event.Tuple) event.Tuple {
 	return t
 }
 
-// Expire judges the SYNs whose grace period has passed, calling emit with a
-// syn event for each that reached a listener, was not answered, and has
-// evidence of a drop: the accept queue is full or the namespace's listen
-// drop counters moved. Without evidence nothing is claimed. flush judges
-// all pending SYNs regardless of age (at the end of a run).
-func (w *Watcher) Expire(flush bool, emit func(*event.Event)) {
-	now := w.now()
+// Expire judges the SYNs whose grace period has passed by readTo (the
+// kernel time events were read up to), calling emit with a syn event for
+// each that reached a listener, was not answered, and has evidence of a
+// drop: the accept queue is full or the namespace's listen drop counters
+// moved. Without evidence nothing is claimed. flush judges all pending
+// SYNs regardless of age (at the end of a run, all events read).
+func (w *Watcher) Expire(readTo uint64, flush bool, emit func(*event.Event)) {
 	byNetns := map[uint32][]key{}
 	for k, p := range w.pending {
-		if flush || now.Sub(p.seen) >= Grace {
+		if flush || readTo >= p.ev.Time+uint64(Grace) {
 			byNetns[k.netns] = append(byNetns[k.netns], k)
 		}
 	}

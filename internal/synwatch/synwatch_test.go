@@ -69,7 +69,6 @@ func TestObservePairsSYNWithItsAnswer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		w := &Watcher{paths: map[uint32]string{42: "/nonexistent"}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
-		w.now = func() (t0 time.Time) { return }
 		var queued []*event.Event
 		for _, e := range tt.events {
 			w.Observe(e, func(e *event.Event) { queued = append(queued, e) })
@@ -84,6 +83,33 @@ func TestObservePairsSYNWithItsAnswer(t *testing.T) {
 			if q.Point != event.PointSYN || q.SYN.Outcome != event.SYNQueued || q.SYN.Listener.String() != "10.0.0.2:80" {
 				t.Errorf("%s: queued event %+v", tt.name, q.SYN)
 			}
+		}
+	}
+}
+
+// A SYN is judged once events Grace younger than it were read, however
+// late the reader reads them; flush judges every SYN.
+func TestExpireWaitsOnKernelTime(t *testing.T) {
+	syn := synAt(event.HookInput, "10.0.0.1", 5000, "10.0.0.2", 80, tcpSYN)
+	syn.Time = uint64(10 * time.Second)
+	tests := []struct {
+		name        string
+		readTo      uint64
+		flush       bool
+		wantPending int
+	}{
+		{"read to the SYN", syn.Time, false, 1},
+		{"read to just under the grace", syn.Time + uint64(Grace) - 1, false, 1},
+		{"read past the grace", syn.Time + uint64(Grace), false, 0},
+		{"flushed", syn.Time, true, 0},
+	}
+	for _, tt := range tests {
+		w := &Watcher{paths: map[uint32]string{42: "/nonexistent"}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
+		emit := func(e *event.Event) { t.Errorf("%s: judged %+v without a listener", tt.name, e.SYN) }
+		w.Observe(syn, emit)
+		w.Expire(tt.readTo, tt.flush, emit)
+		if len(w.pending) != tt.wantPending {
+			t.Errorf("%s: %d pending, want %d", tt.name, len(w.pending), tt.wantPending)
 		}
 	}
 }
