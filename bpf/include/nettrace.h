@@ -141,7 +141,14 @@ struct nt_syn {
 struct nt_drop {
 	__u64 location;
 	__u32 reason;
+	/* The namespace's conntrack table when conntrack dropped the packet
+	 * for want of an entry (its count and the limit, and how many packets
+	 * conntrack's drop counter counted since the last reading): filled in
+	 * user space, zero from the kernel. */
+	__u32 ct_count;
+	__u32 ct_max;
 	__u32 _pad;
+	__u64 ct_drops;
 };
 
 struct nt_tcp {
@@ -278,6 +285,8 @@ NT_NARROW_AT(u.syn.outcome, 142);
 NT_NARROW_AT(u.syn.listen_overflows, 160);
 NT_NARROW_AT(u.syn.listen_drops, 168);
 NT_NARROW_AT(u.tcp.cookie, 144);
+NT_NARROW_AT(u.drop.ct_count, 148);
+NT_NARROW_AT(u.drop.ct_drops, 160);
 NT_NARROW_AT(skb_seen, 176);
 _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/event.RecordSize is 184");
 

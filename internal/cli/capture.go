@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nettrace-dev/nettrace/internal/ctstat"
 	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/internal/netns"
@@ -48,9 +49,11 @@ type capture struct {
 	// the point's method (it judges SYNs itself).
 	syn       *synwatch.Watcher
 	synJudges bool
-	rules     *rulewatch.Watcher
-	first     []ruleset.Snapshot // the rulesets when watching began
-	tracer    *ruletrace.Tracer
+	// ct reads the conntrack table for drops conntrack may have decided.
+	ct     *ctstat.Reader
+	rules  *rulewatch.Watcher
+	first  []ruleset.Snapshot // the rulesets when watching began
+	tracer *ruletrace.Tracer
 	// ruleTraces are the rule traces read (--rules); traced carries them
 	// to the recording, and unrecorded counts those it had no room for.
 	ruleTraces   ruleset.Traces
@@ -243,7 +246,8 @@ func (c *capture) startRecorders() error {
 
 // startWatchers starts the user-space parts: the syn point's (the whole
 // method where the kernel offers nothing better, the queue numbers of the
-// tracepoint method's unknown listeners otherwise), the namespaces'
+// tracepoint method's unknown listeners otherwise), the drop point's (the
+// conntrack table at a drop conntrack may have decided), the namespaces'
 // rulesets (so that findings name their rules) and, with --rules, the
 // rules each selected packet goes through as the kernel traces them.
 func (c *capture) startWatchers() {
@@ -252,6 +256,9 @@ func (c *capture) startWatchers() {
 	if synMethod == probe.MethodUser || synMethod == probe.MethodTpBTF {
 		c.syn = synwatch.New(c.targets)
 		c.synJudges = synMethod == probe.MethodUser
+	}
+	if c.tr.Status("drop").Active() {
+		c.ct = ctstat.New(c.targets, c.names.DropReason)
 	}
 	rules, first, err := rulewatch.Start(c.targets, func(err error) { log.Warn().Err(err).Msg("rules of a namespace not named") })
 	if err != nil {
@@ -306,7 +313,8 @@ func (c *capture) pipeline() *engine.Pipeline {
 }
 
 // loop assembles the read loop: the tracer as its source, the syn
-// watcher as completer (and judge), the status line, and with rescan a
+// watcher and the conntrack table's reader as completers (the syn watcher
+// as judge too), the status line, and with rescan a
 // look for new namespaces, which every part then watches.
 func (c *capture) loop(p *engine.Pipeline, rescan bool) *engine.Capture {
 	run := &engine.Capture{Source: c.tr, Pipeline: p, Duration: c.f.duration, Log: c.log,
@@ -316,11 +324,18 @@ func (c *capture) loop(p *engine.Pipeline, rescan bool) *engine.Capture {
 			}
 			c.log.Info().Str("signal", s.String()).Msg("stopping")
 		}}
+	var completers engine.Completers
 	if c.syn != nil {
-		run.Completer = c.syn
+		completers = append(completers, c.syn)
 		if c.synJudges {
 			run.Judge = c.syn
 		}
+	}
+	if c.ct != nil {
+		completers = append(completers, c.ct)
+	}
+	if len(completers) > 0 {
+		run.Completer = completers
 	}
 	if c.status != nil {
 		st := &statusRefresh{line: c.status, tr: c.tr, p: p}
@@ -340,6 +355,9 @@ func (c *capture) rescan() {
 		}
 		if c.syn != nil {
 			c.syn.AddNamespace(t)
+		}
+		if c.ct != nil {
+			c.ct.AddNamespace(t)
 		}
 		if c.rules != nil {
 			c.rules.Add(t)

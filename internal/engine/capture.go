@@ -31,6 +31,16 @@ type Completer interface {
 	Complete(e *event.Event)
 }
 
+// Completers complete an event each in turn.
+type Completers []Completer
+
+// Complete hands the event to every completer.
+func (cs Completers) Complete(e *event.Event) {
+	for _, c := range cs {
+		c.Complete(e)
+	}
+}
+
 // Judge decides outcomes the kernel reports no event for, from the events
 // it observes and on a clock, and emits them as events of its own. Expire
 // is given the kernel time up to which events were read: a judgement that

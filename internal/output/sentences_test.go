@@ -34,7 +34,7 @@ func TestFindingsReadAsSentences(t *testing.T) {
 		"incident 1": fixture.SNATMissing(false), "incident 2": fixture.SYNOverflow(false),
 		"incident 4": fixture.StaleHostPort(false), "incident 5": fixture.Hairpin(false),
 		"no listener": fixture.NoListener(), "netfilter drop": fixture.NetfilterDrop(),
-		"conntrack clash": fixture.ConntrackClash(), "no reply": fixture.NoReply(), "no reply, dropped by a socket": fixture.NoReplyDroppedBySocket(),
+		"conntrack clash": fixture.ConntrackClash(), "conntrack table full": fixture.ConntrackTableFull(), "no reply": fixture.NoReply(), "no reply, dropped by a socket": fixture.NoReplyDroppedBySocket(),
 		"rp_filter": fixture.RPFilterReply(), "hairpin mode off": fixture.HairpinOff(false),
 		"conntrack INVALID": fixture.ConntrackInvalid(false, false, false), "stale UDP entry": fixture.StaleUDPEntry(false, true),
 	}

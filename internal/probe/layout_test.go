@@ -152,6 +152,9 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 		{event.PointDrop, 0, "nt_drop", []field{
 			{"location", func(e *event.Event) uint64 { return e.Drop.Location }},
 			{"reason", func(e *event.Event) uint64 { return uint64(e.Drop.Reason) }},
+			{"ct_count", func(e *event.Event) uint64 { return uint64(e.Drop.CTCount) }},
+			{"ct_max", func(e *event.Event) uint64 { return uint64(e.Drop.CTMax) }},
+			{"ct_drops", func(e *event.Event) uint64 { return e.Drop.CTDrops }},
 		}},
 		{event.PointTCP, 0, "nt_tcp", []field{
 			{"oldstate", func(e *event.Event) uint64 { return uint64(e.TCP.OldState) }},

@@ -82,6 +82,7 @@ var Rules = []Rule{
 	{"conntrack-invalid", conntrackInvalid},
 	{"reply-bypassed-nat", replyBypassedNAT},
 	{"conntrack-clash", conntrackClash},
+	{"conntrack-table-full", conntrackTableFull},
 	{"dropped-by-netfilter", droppedByNetfilter},
 	{"no-listener", noListener},
 	{"reply-dropped-rpfilter", replyDroppedRPFilter},
