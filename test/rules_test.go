@@ -1,6 +1,8 @@
 package test
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -220,10 +222,37 @@ func testDropRule(t *testing.T, fam dropRuleFamily, traced bool) {
 	if strings.Join(seen, " ") != "9001 9003" && strings.Join(seen, " ") != "9003 9001" {
 		t.Fatalf("dropped-by-netfilter findings for %v, want 9001 and 9003:\n%+v", seen, tr.explanations)
 	}
+	requireConntrackRead(t, tr)
 	requireSameReplay(t, recording, tr)
 	script(t, `ip netns exec `+b+` `+iptables+` -D INPUT 1`)
 	if after := sh(t, "ip", "netns", "exec", b, "nft", "--stateless", "list", "ruleset"); after != before {
 		t.Errorf("the ruleset is not as before:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// requireConntrackRead requires every NETFILTER_DROP of a packet without
+// a conntrack entry to carry the conntrack table nettrace read after it
+// (internal/ctstat): the kernel's limit, and no packet dropped by conntrack.
+func requireConntrackRead(t *testing.T, tr trace) {
+	t.Helper()
+	limit, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_max")
+	if err != nil {
+		t.Logf("no conntrack table to read (%v): conntrack is not loaded", err)
+		return
+	}
+	n := 0
+	for _, e := range tr.events {
+		if e.Point != "drop" || e.Drop == nil || e.Drop.Reason != "NETFILTER_DROP" || e.CT != nil {
+			continue
+		}
+		n++
+		if fmt.Sprint(e.Drop.ConntrackMax) != strings.TrimSpace(string(limit)) || e.Drop.ConntrackDrops != 0 {
+			t.Errorf("drop %s: conntrack table %d/%d, %d dropped; want the limit %s, none dropped",
+				e.Skb, e.Drop.ConntrackCount, e.Drop.ConntrackMax, e.Drop.ConntrackDrops, strings.TrimSpace(string(limit)))
+		}
+	}
+	if n == 0 {
+		t.Fatal("no NETFILTER_DROP of a packet without a conntrack entry: the test shows nothing of the table's reading")
 	}
 }
 

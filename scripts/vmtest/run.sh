@@ -45,7 +45,7 @@ TIMEOUT=${VMTEST_TIMEOUT:-3000}
 # on every background flow, and a twin costs a guest 90 s or more under
 # TCG, which a slower machine must still fit into CI's 90 minutes.
 declare -A SUITES=(
-	[captures]='TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLabDown|TestNoResidue|TestReplayBadInput|TestSNATMissingWithFlannel'
+	[captures]='TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLabDown|TestNoResidue|TestReplayBadInput|TestSNATMissingWithFlannel|TestConntrackTableFull'
 	[busy-v4]='TestBusyLab/^[a-z-]+$/unfiltered TestForcedLoss/^snat-missing$'
 	[busy-v6]='TestBusyLab/-v6/unfiltered TestForcedLoss/^snat-missing$'
 	[methods]='TestProbes|TestMethods'
@@ -174,6 +174,9 @@ if [ -f /modules/order ]; then
 	while read -r ko; do insmod "/modules/\$ko" 2>/dev/null; done < /modules/order
 fi
 ip link set lo up
+# The kernel is the tests' own: a scenario may set what all of it is held
+# to (nf_conntrack_max).
+export NETTRACE_OWN_KERNEL=1
 # A guest of a pair is one of the lab's two nodes (nettrace.node=N).
 NETTRACE_NODE=\$(sed -n 's/.*nettrace[.]node=\([12]\).*/\1/p' /proc/cmdline)
 export NETTRACE_NODE

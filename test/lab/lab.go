@@ -320,6 +320,11 @@ func UpOn(name, labBin string, on Placement) (*Scenario, error) {
 	if err := runAll(cmds); err != nil {
 		return fail(err)
 	}
+	if sc.ConntrackMax > 0 {
+		if err := setConntrackMax(sc.ConntrackMax); err != nil {
+			return fail(err)
+		}
+	}
 	if err := waitVethsUp(on, podEnds); err != nil {
 		return fail(err)
 	}
@@ -523,8 +528,9 @@ func startDetached(labBin, ns, name string, args ...string) error {
 	return fmt.Errorf("did not start within %s", Patience)
 }
 
-// Down stops the lab's servers and removes every lab namespace (which
-// takes their devices, routes and rules with them).
+// Down stops the lab's servers, removes every lab namespace (which takes
+// their devices, routes and rules with them) and puts back the kernel's
+// conntrack limit a scenario set.
 func Down() error {
 	pids, _ := filepath.Glob(filepath.Join(StateDir, "*.pid"))
 	for _, f := range pids {
@@ -534,12 +540,15 @@ func Down() error {
 			}
 		}
 	}
+	var errs []error
+	if err := restoreConntrackMax(); err != nil {
+		errs = append(errs, err)
+	}
 	os.RemoveAll(StateDir)
 	entries, err := os.ReadDir("/run/netns")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	var errs []error
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), Prefix) {
 			if err := run("ip", "netns", "del", e.Name()); err != nil {

@@ -45,6 +45,8 @@ type Client struct {
 	// Alongside starts the client 20 ms after the one before it, instead
 	// of once that one is done.
 	Alongside bool
+	// Keep holds each connection open until all clients are done.
+	Keep bool
 	// UDP makes the client send Count datagrams from one socket, each
 	// awaiting its answer for Timeout, as a resolver does (exchange).
 	UDP bool
@@ -73,6 +75,9 @@ type Scenario struct {
 	Prepare func() error
 	Queues  []Queue // netfilter queues served
 	Clients []Client
+	// ConntrackMax, when set, is the kernel's conntrack limit while the
+	// scenario is up (where the kernel is the tests' own: setConntrackMax).
+	ConntrackMax int
 	// HairpinOff leaves the bridge plugin's hairpinMode off for every pod:
 	// its default, which kubenet and hand-written CNI configurations keep.
 	HairpinOff bool
@@ -127,17 +132,18 @@ func nodeRules(f Family, node int) string {
 type builder func(healthy bool, f Family) *Scenario
 
 var builders = map[string]builder{
-	"snat-missing":      snatMissing,
-	"syn-overflow":      synOverflow,
-	"service-paths":     servicePaths,
-	"stale-hostport":    staleHostPort,
-	"hairpin":           hairpin,
-	"conntrack-clash":   conntrackClash,
-	"hairpin-mode":      hairpinMode,
-	"lb-source-ranges":  lbSourceRanges,
-	"conntrack-invalid": conntrackInvalid,
-	"stale-udp-entry":   staleUDPEntry,
-	"snat-port-clash":   snatPortClash,
+	"snat-missing":         snatMissing,
+	"syn-overflow":         synOverflow,
+	"service-paths":        servicePaths,
+	"stale-hostport":       staleHostPort,
+	"hairpin":              hairpin,
+	"conntrack-clash":      conntrackClash,
+	"hairpin-mode":         hairpinMode,
+	"lb-source-ranges":     lbSourceRanges,
+	"conntrack-invalid":    conntrackInvalid,
+	"stale-udp-entry":      staleUDPEntry,
+	"snat-port-clash":      snatPortClash,
+	"conntrack-table-full": conntrackTableFull,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,

@@ -60,6 +60,8 @@ func (o Outcome) String() string {
 func Traffic(sc *Scenario) ([]Outcome, error) {
 	results := make([][]Outcome, len(sc.Clients))
 	errs := make([]error, len(sc.Clients))
+	var kept keeper
+	defer kept.close()
 	var group sync.WaitGroup
 	for i, c := range sc.Clients {
 		if c.Alongside {
@@ -73,7 +75,7 @@ func Traffic(sc *Scenario) ([]Outcome, error) {
 			if c.UDP {
 				results[i], errs[i] = exchange(c)
 			} else {
-				results[i], errs[i] = attempts(c)
+				results[i], errs[i] = attempts(c, &kept)
 			}
 		}()
 	}
@@ -86,7 +88,7 @@ func Traffic(sc *Scenario) ([]Outcome, error) {
 
 // attempts makes a TCP client's connections, one after the other or
 // (Concurrent) all at once.
-func attempts(c Client) ([]Outcome, error) {
+func attempts(c Client, kept *keeper) ([]Outcome, error) {
 	res := make([]Outcome, c.Count)
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
@@ -94,7 +96,7 @@ func attempts(c Client) ([]Outcome, error) {
 	for i := 0; i < c.Count; i++ {
 		attempt := func(i int) {
 			defer wg.Done()
-			o, err := connect(c)
+			o, err := connect(c, kept)
 			if err != nil {
 				errMu.Lock()
 				firstErr = errors.Join(firstErr, err)
@@ -116,7 +118,28 @@ func attempts(c Client) ([]Outcome, error) {
 	return res, firstErr
 }
 
-func connect(c Client) (Outcome, error) {
+// keeper holds the connections of clients that Keep them.
+type keeper struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (k *keeper) keep(c net.Conn) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.conns = append(k.conns, c)
+}
+
+func (k *keeper) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, c := range k.conns {
+		c.Close()
+	}
+	k.conns = nil
+}
+
+func connect(c Client, kept *keeper) (Outcome, error) {
 	o := Outcome{From: c.Namespace, Target: c.Target}
 	if c.Src != "" {
 		o.From += " (" + c.Src + ")"
@@ -141,7 +164,11 @@ func connect(c Client) (Outcome, error) {
 		o.Elapsed = time.Since(start)
 		return o, nil
 	}
-	defer conn.Close()
+	if c.Keep {
+		kept.keep(conn)
+	} else {
+		defer conn.Close()
+	}
 	// Connected: the handshake completed. A server that never accepts
 	// leaves the connection in its accept queue without a reply.
 	conn.SetDeadline(time.Now().Add(c.Timeout))
