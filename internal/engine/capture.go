@@ -185,22 +185,29 @@ func (c *Capture) Run() error {
 		default:
 			return fmt.Errorf("read ring buffer: %w", err)
 		}
-		// The ring buffer was empty: every event until now was read.
-		readTo := kernel.MonotonicNow()
-		if c.Judge != nil {
-			c.Judge.Expire(readTo, stopping, c.Pipeline.Event)
-			c.lastJudged = now
-		}
 		if stopping {
+			c.judge(now, true)
 			return c.Pipeline.err
 		}
-		c.periodic(readTo)
+		c.periodic(c.judge(now, false))
 		lastTick = now
 		if c.Rescan != nil && now.Sub(lastRescan) > time.Second {
 			c.Rescan()
 			lastRescan = now
 		}
 	}
+}
+
+// judge has the judge decide, at now, when the ring buffer was found
+// empty: every event until the kernel's time now was read, which it
+// returns. final judges everything pending.
+func (c *Capture) judge(now time.Time, final bool) uint64 {
+	readTo := kernel.MonotonicNow()
+	if c.Judge != nil {
+		c.Judge.Expire(readTo, final, c.Pipeline.Event)
+		c.lastJudged = now
+	}
+	return readTo
 }
 
 // stopDue says whether the run is to stop at now: a signal, the duration

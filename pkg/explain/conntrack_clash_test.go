@@ -53,23 +53,11 @@ func queuedPortClash(evs []event.Event) []event.Event {
 }
 
 func TestConntrackClash(t *testing.T) {
-	parse := func(text string) map[uint32]*ruleset.Ruleset {
-		rs, err := ruleset.Parse(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): rs}
-	}
+	parse := func(text string) map[uint32]*ruleset.Ruleset { return n2Rulesets(t, text) }
 	edit := func(change func(evs []event.Event) []event.Event) []event.Event {
 		return change(fixture.ConntrackClash())
 	}
-	for _, tc := range []struct {
-		name     string
-		events   []event.Event
-		rulesets map[uint32]*ruleset.Ruleset
-		want     string // the rule Explain reports
-		facts    []string
-	}{
+	for _, tc := range []explainCase{
 		{"new entry dropped after POSTROUTING NAT, no rule", fixture.ConntrackClash(), parse(filterRules), "conntrack-clash",
 			[]string{"packet 10.0.0.1:40000 -> 10.0.0.2:9000 was dropped by conntrack in n2 POSTROUTING: its new conntrack entry lost a race"}},
 		// Masqueraded: the sender's tuple, and the translation that clashed.
@@ -104,21 +92,11 @@ func TestConntrackClash(t *testing.T) {
 		}), parse(filterRules), "dropped-by-netfilter", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			flows := flowsOf(t, tc.events)
-			if len(flows) != 1 {
-				t.Fatalf("%d flows, want 1", len(flows))
-			}
-			fd := Explain(flows[0], fixture.Context{Rulesets: tc.rulesets})
-			if tc.want == "" && fd == nil {
-				return
-			}
-			if fd == nil || fd.Rule != tc.want {
-				t.Fatalf("finding %+v, want %s", fd, tc.want)
-			}
+			fd := explainOne(t, tc)
 			if tc.want != "conntrack-clash" {
 				return
 			}
-			for _, fact := range append(tc.facts, "conntrack clash", "insert_failed") {
+			for _, fact := range []string{"conntrack clash", "insert_failed"} {
 				if !strings.Contains(fd.Summary, fact) {
 					t.Errorf("summary lacks %q: %s", fact, fd.Summary)
 				}

@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
@@ -18,13 +17,7 @@ COMMIT
 `
 
 func TestConntrackTableFull(t *testing.T) {
-	parse := func(text string) map[uint32]*ruleset.Ruleset {
-		rs, err := ruleset.Parse(text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): rs}
-	}
+	parse := func(text string) map[uint32]*ruleset.Ruleset { return n2Rulesets(t, text) }
 	edit := func(change func(d *event.Event)) []event.Event {
 		evs := fixture.ConntrackTableFull()
 		for i := range evs {
@@ -34,13 +27,7 @@ func TestConntrackTableFull(t *testing.T) {
 		}
 		return evs
 	}
-	for _, tc := range []struct {
-		name     string
-		events   []event.Event
-		rulesets map[uint32]*ruleset.Ruleset
-		want     string // the rule Explain reports
-		facts    []string
-	}{
+	for _, tc := range []explainCase{
 		{"the table full, no rule", fixture.ConntrackTableFull(), parse(filterRules), "conntrack-table-full",
 			[]string{"SYN 10.0.0.1:40000 -> 10.0.0.2:9000 was dropped by conntrack in n2, 2 times: its conntrack table was full (512 entries, at nf_conntrack_max 512; conntrack's drop counter, `conntrack -S`'s drop, rose by 3)",
 				"no rule of the ruleset drops it.", "Raise net.netfilter.nf_conntrack_max", "`conntrack -L` in n2"}},
@@ -68,23 +55,7 @@ func TestConntrackTableFull(t *testing.T) {
 		}(), parse(filterRules), "dropped-by-netfilter", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			flows := flowsOf(t, tc.events)
-			if len(flows) != 1 {
-				t.Fatalf("%d flows, want 1", len(flows))
-			}
-			fd := Explain(flows[0], fixture.Context{Rulesets: tc.rulesets})
-			if tc.want == "" && fd == nil {
-				return
-			}
-			if fd == nil || fd.Rule != tc.want {
-				t.Fatalf("finding %+v, want %s", fd, tc.want)
-			}
-			for _, fact := range tc.facts {
-				if !strings.Contains(fd.Summary, fact) {
-					t.Errorf("summary lacks %q: %s", fact, fd.Summary)
-				}
-			}
-			if tc.want == "conntrack-table-full" && len(fd.Evidence) == 0 {
+			if fd := explainOne(t, tc); tc.want == "conntrack-table-full" && len(fd.Evidence) == 0 {
 				t.Error("no evidence")
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // ruleCase is one row of a rule's table: events, and whether the rule
@@ -54,4 +55,48 @@ func runRule(t *testing.T, check func(*flow.Flow, Context) *Finding, cases []rul
 			t.Errorf("%s: no evidence", tc.name)
 		}
 	}
+}
+
+// n2Rulesets is text parsed as namespace n2's ruleset, where the
+// conntrack fixtures' drops happen.
+func n2Rulesets(t *testing.T, text string) map[uint32]*ruleset.Ruleset {
+	t.Helper()
+	rs, err := ruleset.Parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): rs}
+}
+
+// explainCase is one row of a table over Explain: the rule it reports on
+// the events' single flow, given the rulesets ("" for none), with the
+// facts in its summary.
+type explainCase struct {
+	name     string
+	events   []event.Event
+	rulesets map[uint32]*ruleset.Ruleset
+	want     string
+	facts    []string
+}
+
+// explainOne requires what tc says of Explain and returns its finding.
+func explainOne(t *testing.T, tc explainCase) *Finding {
+	t.Helper()
+	flows := flowsOf(t, tc.events)
+	if len(flows) != 1 {
+		t.Fatalf("%d flows, want 1", len(flows))
+	}
+	fd := Explain(flows[0], fixture.Context{Rulesets: tc.rulesets})
+	if tc.want == "" && fd == nil {
+		return nil
+	}
+	if fd == nil || fd.Rule != tc.want {
+		t.Fatalf("finding %+v, want %s", fd, tc.want)
+	}
+	for _, fact := range tc.facts {
+		if !strings.Contains(fd.Summary, fact) {
+			t.Errorf("summary lacks %q: %s", fact, fd.Summary)
+		}
+	}
+	return fd
 }
