@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+	ntrace "github.com/nettrace-dev/nettrace/pkg/trace"
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
@@ -171,6 +174,7 @@ func checkTwoKernels(t *testing.T, recordings []string, healthy bool) {
 		t.Fatalf("replay did not place node 2's clock:\n%s", log)
 	}
 	requireCausalOrder(t, merged)
+	requireTunnelPacketsNamed(t, recordings[0])
 	if !healthy {
 		out, err := exec.Command(nettraceBin, append([]string{"replay", "--timelines", "findings"}, recordings...)...).CombinedOutput()
 		if err != nil {
@@ -217,6 +221,33 @@ func requireCausalOrder(t *testing.T, tr trace) {
 		return
 	}
 	t.Fatal("no flow with the SYN seen leaving node 1 and reaching node 2")
+}
+
+// requireTunnelPacketsNamed requires every encapsulated packet node 1
+// transmitted on a device to name its packet on the wire (flow.WireID):
+// the transmissions the clocks are placed by. Each had no bytes when the
+// tunnel's encapsulation began its journey in the kernel.
+func requireTunnelPacketsNamed(t *testing.T, recording string) {
+	t.Helper()
+	r, err := ntrace.Open(recording)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sent, named := 0, 0
+	var e event.Event
+	for r.Next(&e) == nil {
+		if e.Point != event.PointDev || e.Kind != event.KindDevTx || !e.HasInner() {
+			continue
+		}
+		sent++
+		if _, ok := flow.WireID(&e); ok {
+			named++
+		}
+	}
+	if sent == 0 || named != sent {
+		t.Fatalf("node 1 transmitted %d encapsulated packets, %d of them named on the wire", sent, named)
+	}
 }
 
 // requestSteps lists the steps of a flow's requests, a line each, for a

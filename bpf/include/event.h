@@ -450,9 +450,13 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 	asm volatile("" ::: "memory");
 	nt_stamp(e);
 	nt_narrow(&j->next, e);
+	/* A step with its packet at hand does not join a journey that has no
+	 * bytes (the one the tunnel's encapsulation begins, before the outer
+	 * headers exist): it starts one with them, so that the steps after it,
+	 * the underlay's transmission among them, name the packet on the wire. */
 	if (!step)
 		joined = nt_journey_add(j); /* true: its room was checked */
-	else if (!j->pending || !nt_journey_same(j) || !nt_journey_add(j))
+	else if (!j->pending || !nt_journey_same(j) || (skb && !j->head.caplen && snap_len > 0) || !nt_journey_add(j))
 		nt_journey_start(j, skb, use_data, direct);
 	if (!joined)
 		nt_count_lost(e->point);

@@ -74,7 +74,9 @@ func sameJourney(head, e *event.Event) bool {
 	}
 	translated := e.Inner == (event.Tuple{}) && e.Tuple.Proto == head.Tuple.Proto && e.Tuple.TCPFlags == head.Tuple.TCPFlags &&
 		(e.Tuple.Proto == event.ProtoTCP || e.Tuple.Proto == event.ProtoUDP)
-	return steps(head.Point) && steps(e.Point) && head.Skb != 0 && head.Tuple.Src.Is4() && e.Tuple.Src.Is4() &&
+	// A step with bytes starts a journey of its own after a head without.
+	withBytes := len(e.Packet) > 0 && len(head.Packet) == 0
+	return steps(head.Point) && steps(e.Point) && !withBytes && head.Skb != 0 && head.Tuple.Src.Is4() && e.Tuple.Src.Is4() &&
 		e.Skb == head.Skb && e.SkbSeen == head.SkbSeen && e.Inner == head.Inner && (e.Tuple == head.Tuple || translated)
 }
 

@@ -58,11 +58,7 @@ func DecodeKernelHop(b []byte, i int, e *Event, scratch []byte) []byte {
 		return scratch
 	}
 	e.Packet = b[RecordSize : RecordSize+n]
-	// A journey's steps share one inner tuple. When the record holds the
-	// inner packet (its first step was the tunnel's, before the outer
-	// headers existed), an encapsulated step's bytes are those, whatever
-	// its outer tuple.
-	if !bytes.Equal(hop[narrow.tuple:narrow.inner], b[narrow.tuple:narrow.inner]) && !(e.HasInner() && holds4(e.Packet, &e.Inner)) {
+	if !bytes.Equal(hop[narrow.tuple:narrow.inner], b[narrow.tuple:narrow.inner]) {
 		scratch = appendTranslated(scratch[:0], e.Packet, &e.Tuple)
 		e.Packet = nil
 		if len(scratch) > 0 {
@@ -102,15 +98,6 @@ func AppendKernelJourney(dst []byte, journey []Event) []byte {
 	}
 	dst = le.AppendUint32(dst, uint32(len(journey)-1))
 	return le.AppendUint32(dst, 0)
-}
-
-// holds4 says whether pkt is an IPv4 packet between t's addresses.
-func holds4(pkt []byte, t *Tuple) bool {
-	if len(pkt) < 20 || pkt[0]>>4 != 4 || !t.Src.Is4() || !t.Dst.Is4() {
-		return false
-	}
-	src, dst := t.Src.As4(), t.Dst.As4()
-	return bytes.Equal(pkt[12:16], src[:]) && bytes.Equal(pkt[16:20], dst[:])
 }
 
 // appendTranslated appends to dst the bytes of an IPv4 packet, from its IP

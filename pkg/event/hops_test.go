@@ -156,26 +156,3 @@ func TestKernelJourneyTranslated(t *testing.T) {
 		}
 	}
 }
-
-// A journey the tunnel began, its bytes the inner packet (the outer
-// headers did not exist yet), gives its later encapsulated steps those
-// bytes whatever their outer tuple: the underlay's transmission of the
-// packet is the packet another host receives.
-func TestEncapsulatedStepsShareTheInnerPacket(t *testing.T) {
-	inner := Tuple{Src: netip.MustParseAddr("10.244.1.0"), Dst: netip.MustParseAddr("10.244.2.10"), Sport: 44298, Dport: 8080, Proto: ProtoTCP, TCPFlags: 0x02}
-	encap := Event{Time: 1000, Skb: 0xffff888100001000, SkbSeen: 900, CPU: 1, Point: PointVXLAN, Kind: KindVXLANEncap, Netns: 7, Flags: FlagInner,
-		Tuple: Tuple{Src: netip.MustParseAddr("172.20.0.1"), Dst: netip.MustParseAddr("172.20.0.2"), Dport: 8472, Proto: ProtoUDP},
-		Inner: inner, Packet: serialized(t, inner)}
-	tx := encap
-	tx.Time, tx.Point, tx.Kind, tx.Ifindex, tx.Packet = 1300, PointDev, KindDevTx, 2, nil
-	tx.Tuple.Sport = 36063 // chosen by the tunnel after the encapsulation's first event
-	b := AppendKernelJourney(nil, []Event{encap, tx})
-	var e Event
-	if err := DecodeKernel(b, &e); err != nil {
-		t.Fatal(err)
-	}
-	DecodeKernelHop(b, 0, &e, nil)
-	if e.Kind != KindDevTx || !reflect.DeepEqual(e.Packet, encap.Packet) {
-		t.Errorf("the underlay's step: kind %s, bytes %x; want the inner packet %x", e.Kind, e.Packet, encap.Packet)
-	}
-}
