@@ -751,6 +751,39 @@ func checkSNATPortClash(t *testing.T, r labRun, healthy bool) {
 	}
 }
 
+// checkMTUBlackHole: p2's answer, larger than flannel.1 carries, is named
+// with its size, the MTUs around it and the rule that dropped the ICMP
+// message that would have told p2 the path's MTU; with the pods' MTU the
+// tunnel's, the answer arrives and nothing is found.
+func checkMTUBlackHole(t *testing.T, r labRun, healthy bool) {
+	if len(r.outcomes) != 1 || r.outcomes[0].Result != lab.Connected {
+		t.Fatalf("client outcomes %v, want one connection", r.outcomes)
+	}
+	if healthy {
+		if r.outcomes[0].ServedBy != "p2" {
+			t.Fatalf("p2's answer did not arrive: %v", r.outcomes[0])
+		}
+		r.healthy(t)
+		return
+	}
+	if r.outcomes[0].ServedBy != "" {
+		t.Fatalf("p2's answer arrived: %v", r.outcomes[0])
+	}
+	f := r.family
+	r.require(t, "p2's answer dropped in node 2 as too big for flannel.1", func(e output.JSONEvent) bool {
+		return inNs(e, lab.NsNode2) && e.Point == "drop" && e.Drop.Reason == "PKT_TOO_BIG" && e.Tuple.Src == f.Pod2 &&
+			e.Drop.RouteMTU == lab.TunnelMTU
+	})
+	xs := r.explained(t, "mtu-black-hole", "Packets "+f.HostPort(f.Pod2, lab.PodPort)+" (pod default/p2) -> "+f.Pod1+":",
+		"1500 bytes with DF set (the sender's device has MTU 1500), were too big for flannel.1 (MTU 1450, over eth0 of MTU 1500) in "+
+			lab.NsNode2+", which dropped them in ip_forward",
+		"the ICMP \"fragmentation needed\" (type 3, code 4) the node sent "+f.Pod2+" (pod default/p2) was dropped by filter OUTPUT rule 1 "+
+			"(DROP, \"stealth: no unreachable replies\") in "+lab.NsNode2+" OUTPUT",
+		"Give the pods an MTU of at most 1450")
+	r.namedRule(t, xs[0], lab.NsNode2, "decided", `--comment "stealth: no unreachable replies" -j DROP`)
+	namedPods(t, xs[0], map[string]string{f.Pod1: "p1", f.Pod2: "p2"})
+}
+
 // scenarioCheck is what one lab scenario (and its healthy twin) must show.
 type scenarioCheck struct {
 	scenario string
@@ -773,6 +806,7 @@ var scenarioChecks = []scenarioCheck{
 	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
 	{"stale-udp-entry", "host " + lab.DNSServiceIP + " or host " + lab.OldDNSPodIP, true, checkStaleUDPEntry},
 	{"snat-port-clash", "port " + fmt.Sprint(lab.DatabasePort), true, checkSNATPortClash},
+	{"mtu-black-hole", "host " + lab.Pod2IP, true, checkMTUBlackHole},
 	// The IPv6 variants, in the dual-stack lab.
 	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
 	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},

@@ -15,6 +15,8 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 					__u32 reason, bool direct)
 {
 	NT_EVENT(e);
+	struct net_device *out;
+	__u32 mtu;
 
 	if (!e)
 		return;
@@ -23,6 +25,12 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 	if (nt_observe_skb(skb, dev, false, e, NULL, direct, true)) {
 		e->u.drop.location = (__u64)location;
 		e->u.drop.reason = reason;
+		out = nt_dst_dev(skb);
+		if (out) {
+			e->u.drop.dst_ifindex = BPF_CORE_READ(out, ifindex);
+			mtu = BPF_CORE_READ(out, mtu);
+			e->u.drop.dst_mtu = mtu > 0xffff ? 0xffff : mtu;
+		}
 		nt_submit_skb(e, skb, false, direct);
 	}
 	nt_journey_end((__u64)skb);

@@ -147,8 +147,20 @@ struct nt_drop {
 	 * user space, zero from the kernel. */
 	__u32 ct_count;
 	__u32 ct_max;
-	__u32 _pad;
+	/* The device the packet was routed to when it was freed, and that
+	 * device's MTU (zero: no route yet): what a packet too big to forward
+	 * was too big for. MTUs are kept in 16 bits, an MTU above (loopback's
+	 * 65536) as 65535. */
+	__u32 dst_ifindex;
 	__u64 ct_drops;
+	__u16 dst_mtu;
+	/* For a packet too big to forward, filled in user space (zero from the
+	 * kernel): the MTU of the device under the route's device when that is
+	 * a tunnel (a vxlan device's underlay), and of the sender's own
+	 * device. */
+	__u16 lower_mtu;
+	__u16 src_mtu;
+	__u16 _pad2;
 };
 
 struct nt_tcp {
@@ -286,7 +298,9 @@ NT_NARROW_AT(u.syn.listen_overflows, 160);
 NT_NARROW_AT(u.syn.listen_drops, 168);
 NT_NARROW_AT(u.tcp.cookie, 144);
 NT_NARROW_AT(u.drop.ct_count, 148);
+NT_NARROW_AT(u.drop.dst_ifindex, 156);
 NT_NARROW_AT(u.drop.ct_drops, 160);
+NT_NARROW_AT(u.drop.src_mtu, 172);
 NT_NARROW_AT(skb_seen, 176);
 _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/event.RecordSize is 184");
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/ctstat"
 	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/internal/linkmtu"
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/internal/probe"
@@ -50,7 +51,9 @@ type capture struct {
 	syn       *synwatch.Watcher
 	synJudges bool
 	// ct reads the conntrack table for drops conntrack may have decided.
-	ct     *ctstat.Reader
+	ct *ctstat.Reader
+	// mtu reads the MTUs around a packet dropped as too big to forward.
+	mtu    *linkmtu.Reader
 	rules  *rulewatch.Watcher
 	first  []ruleset.Snapshot // the rulesets when watching began
 	tracer *ruletrace.Tracer
@@ -247,7 +250,8 @@ func (c *capture) startRecorders() error {
 // startWatchers starts the user-space parts: the syn point's (the whole
 // method where the kernel offers nothing better, the queue numbers of the
 // tracepoint method's unknown listeners otherwise), the drop point's (the
-// conntrack table at a drop conntrack may have decided), the namespaces'
+// conntrack table at a drop conntrack may have decided, the MTUs around a
+// packet too big to forward), the namespaces'
 // rulesets (so that findings name their rules) and, with --rules, the
 // rules each selected packet goes through as the kernel traces them.
 func (c *capture) startWatchers() {
@@ -259,6 +263,7 @@ func (c *capture) startWatchers() {
 	}
 	if c.tr.Status("drop").Active() {
 		c.ct = ctstat.New(c.targets, c.names.DropReason)
+		c.mtu = linkmtu.New(c.targets, c.names.DropReason)
 	}
 	rules, first, err := rulewatch.Start(c.targets, func(err error) { log.Warn().Err(err).Msg("rules of a namespace not named") })
 	if err != nil {
@@ -332,7 +337,7 @@ func (c *capture) loop(p *engine.Pipeline, rescan bool) *engine.Capture {
 		}
 	}
 	if c.ct != nil {
-		completers = append(completers, c.ct)
+		completers = append(completers, c.ct, c.mtu)
 	}
 	if len(completers) > 0 {
 		run.Completer = completers
@@ -358,6 +363,7 @@ func (c *capture) rescan() {
 		}
 		if c.ct != nil {
 			c.ct.AddNamespace(t)
+			c.mtu.AddNamespace(t)
 		}
 		if c.rules != nil {
 			c.rules.Add(t)

@@ -36,6 +36,7 @@ func TestFindingsReadAsSentences(t *testing.T) {
 		"no listener": fixture.NoListener(), "netfilter drop": fixture.NetfilterDrop(),
 		"conntrack clash": fixture.ConntrackClash(), "conntrack table full": fixture.ConntrackTableFull(), "no reply": fixture.NoReply(), "no reply, dropped by a socket": fixture.NoReplyDroppedBySocket(),
 		"rp_filter": fixture.RPFilterReply(), "hairpin mode off": fixture.HairpinOff(false),
+		"mtu black hole":    fixture.MTUBlackHole(fixture.NoticeDropped),
 		"conntrack INVALID": fixture.ConntrackInvalid(false, false, false), "stale UDP entry": fixture.StaleUDPEntry(false, true),
 	}
 	// n1's nat table, for the fixture whose finding compares with it.

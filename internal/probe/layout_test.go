@@ -155,6 +155,10 @@ func TestEveryPayloadMatchesBPF(t *testing.T) {
 			{"ct_count", func(e *event.Event) uint64 { return uint64(e.Drop.CTCount) }},
 			{"ct_max", func(e *event.Event) uint64 { return uint64(e.Drop.CTMax) }},
 			{"ct_drops", func(e *event.Event) uint64 { return e.Drop.CTDrops }},
+			{"dst_ifindex", func(e *event.Event) uint64 { return uint64(e.Drop.DstIfindex) }},
+			{"dst_mtu", func(e *event.Event) uint64 { return uint64(e.Drop.DstMTU) }},
+			{"lower_mtu", func(e *event.Event) uint64 { return uint64(e.Drop.LowerMTU) }},
+			{"src_mtu", func(e *event.Event) uint64 { return uint64(e.Drop.SrcMTU) }},
 		}},
 		{event.PointTCP, 0, "nt_tcp", []field{
 			{"oldstate", func(e *event.Event) uint64 { return uint64(e.TCP.OldState) }},

@@ -50,7 +50,8 @@ const (
 
 // AppendCompact appends e's compact form to seq, the sequence base was
 // kept for, and makes e the base of the next event. The packet bytes are
-// not kept: they refer to a buffer the caller reuses.
+// not kept but a drop's first ones (dropBytesKept); decoded, those refer
+// to seq.
 func AppendCompact(seq []byte, e *Event, base *CompactBase) []byte {
 	// Encoded aside and appended whole, so that the sequence grows once per
 	// event at most.

@@ -16,10 +16,26 @@ type Drop struct {
 	// counter counted since the reading before. Zero: not read.
 	CTCount, CTMax uint32
 	CTDrops        uint64
+	// DstIfindex is the device the packet was routed to when it was freed,
+	// DstMTU that device's MTU (zero: no route yet): a packet too big to
+	// forward was too big for them. An MTU above 65535 reads 65535.
+	DstIfindex uint32
+	DstMTU     uint16
+	// For a packet too big to forward, as user space read them after the
+	// drop (linkmtu): the MTU of the device under the route's device when
+	// that is a tunnel, and of the sender's own device. Zero: not read.
+	LowerMTU, SrcMTU uint16
 }
 
 // CTRead says whether the conntrack table was read for the drop.
 func (d *Drop) CTRead() bool { return d.CTMax != 0 }
+
+// dropBytesKept is how many of a dropped packet's first bytes its compact
+// form keeps (the other points' keep none): a drop is the evidence of a
+// failure, and what its headers say (its length, its TCP sequence, the
+// MTU and the quoted packet of an ICMP error) is what explains some.
+// Enough for an ICMPv6 error quoting an IPv6 header and 8 bytes more.
+const dropBytesKept = 96
 
 type dropSection struct{}
 
@@ -27,7 +43,9 @@ func (dropSection) decode(e *Event, p []byte, _ *layout, _ bool) {
 	e.Drop.Location = le.Uint64(p[0:])
 	e.Drop.Reason = le.Uint32(p[8:])
 	e.Drop.CTCount, e.Drop.CTMax = le.Uint32(p[12:]), le.Uint32(p[16:])
+	e.Drop.DstIfindex = le.Uint32(p[20:])
 	e.Drop.CTDrops = le.Uint64(p[24:])
+	e.Drop.DstMTU, e.Drop.LowerMTU, e.Drop.SrcMTU = le.Uint16(p[32:]), le.Uint16(p[34:]), le.Uint16(p[36:])
 }
 
 func (dropSection) encode(e *Event, p []byte) {
@@ -35,7 +53,11 @@ func (dropSection) encode(e *Event, p []byte) {
 	le.PutUint32(p[8:], e.Drop.Reason)
 	le.PutUint32(p[12:], e.Drop.CTCount)
 	le.PutUint32(p[16:], e.Drop.CTMax)
+	le.PutUint32(p[20:], e.Drop.DstIfindex)
 	le.PutUint64(p[24:], e.Drop.CTDrops)
+	le.PutUint16(p[32:], e.Drop.DstMTU)
+	le.PutUint16(p[34:], e.Drop.LowerMTU)
+	le.PutUint16(p[36:], e.Drop.SrcMTU)
 }
 
 func (dropSection) appendCompact(b []byte, e *Event) []byte {
@@ -43,12 +65,25 @@ func (dropSection) appendCompact(b []byte, e *Event) []byte {
 	b = le.AppendUint32(b, e.Drop.Reason)
 	b = binary.AppendUvarint(b, uint64(e.Drop.CTCount))
 	b = binary.AppendUvarint(b, uint64(e.Drop.CTMax))
-	return binary.AppendUvarint(b, e.Drop.CTDrops)
+	b = binary.AppendUvarint(b, e.Drop.CTDrops)
+	b = binary.AppendUvarint(b, uint64(e.Drop.DstIfindex))
+	b = binary.AppendUvarint(b, uint64(e.Drop.DstMTU))
+	b = binary.AppendUvarint(b, uint64(e.Drop.LowerMTU))
+	b = binary.AppendUvarint(b, uint64(e.Drop.SrcMTU))
+	kept := e.Packet[:min(len(e.Packet), dropBytesKept)]
+	return append(binary.AppendUvarint(b, uint64(len(kept))), kept...)
 }
 
 func (dropSection) readCompact(r *compactReader, e *Event) {
 	e.Drop.Location, e.Drop.Reason = r.u64(), r.u32()
 	e.Drop.CTCount, e.Drop.CTMax, e.Drop.CTDrops = uint32(r.uvarint()), uint32(r.uvarint()), r.uvarint()
+	e.Drop.DstIfindex, e.Drop.DstMTU = uint32(r.uvarint()), uint16(r.uvarint())
+	e.Drop.LowerMTU, e.Drop.SrcMTU = uint16(r.uvarint()), uint16(r.uvarint())
+	if n := r.uvarint(); n > dropBytesKept {
+		r.short = true
+	} else if n > 0 {
+		e.Packet = r.take(int(n))
+	}
 }
 
 func (dropSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
@@ -56,6 +91,7 @@ func (dropSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (dropSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDrop, KindDrop
-	base.Drop = Drop{Location: 0xffffffff81000000, Reason: 31, CTCount: 512, CTMax: 512, CTDrops: 3}
+	base.Drop = Drop{Location: 0xffffffff81000000, Reason: 31, CTCount: 512, CTMax: 512, CTDrops: 3,
+		DstIfindex: 4, DstMTU: 1450, LowerMTU: 1500, SrcMTU: 1500}
 	return base
 }

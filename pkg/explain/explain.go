@@ -83,6 +83,7 @@ var Rules = []Rule{
 	{"reply-bypassed-nat", replyBypassedNAT},
 	{"conntrack-clash", conntrackClash},
 	{"conntrack-table-full", conntrackTableFull},
+	{"mtu-black-hole", mtuBlackHole},
 	{"dropped-by-netfilter", droppedByNetfilter},
 	{"no-listener", noListener},
 	{"reply-dropped-rpfilter", replyDroppedRPFilter},

@@ -172,8 +172,12 @@ func where(n Context, e *event.Event) string {
 	return s
 }
 
+// evidence keeps an event and what it shows. Not its packet bytes: they
+// refer to the flow's memory, which the finding outlives.
 func evidence(n Context, e *event.Event, format string, args ...any) Evidence {
-	return Evidence{Event: *e, Fact: fmt.Sprintf(format, args...)}
+	ev := Evidence{Event: *e, Fact: fmt.Sprintf(format, args...)}
+	ev.Event.Packet = nil
+	return ev
 }
 
 func natFact(n Context, e *event.Event) string {

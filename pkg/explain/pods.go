@@ -15,11 +15,22 @@ type Pod struct {
 // "10.244.2.10:8080 (pod shop/web-5d8c)", and keeps the pod for the
 // finding; the address alone when no pod is known to have it.
 func (fd *Finding) atPod(n Context, ap netip.AddrPort) string {
-	name := n.PodName(ap.Addr())
+	return ap.String() + fd.podNote(n, ap.Addr())
+}
+
+// addrAtPod is atPod for an address without a port.
+func (fd *Finding) addrAtPod(n Context, a netip.Addr) string {
+	return a.String() + fd.podNote(n, a)
+}
+
+// podNote is " (pod NAME)" for an address a pod has, kept for the
+// finding, or "".
+func (fd *Finding) podNote(n Context, a netip.Addr) string {
+	name := n.PodName(a)
 	if name == "" {
-		return ap.String()
+		return ""
 	}
-	pod := Pod{Address: ap.Addr(), Name: name}
+	pod := Pod{Address: a, Name: name}
 	known := false
 	for _, p := range fd.Pods {
 		known = known || p == pod
@@ -27,5 +38,5 @@ func (fd *Finding) atPod(n Context, ap netip.AddrPort) string {
 	if !known {
 		fd.Pods = append(fd.Pods, pod)
 	}
-	return ap.String() + " (pod " + name + ")"
+	return " (pod " + name + ")"
 }

@@ -195,12 +195,18 @@ func (b byTime) Less(i, j int) bool { return b[i].Time < b[j].Time }
 func (b byTime) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
 
 // Clone returns a copy of the flow that stays valid after the callback it
-// was handed to returns.
+// was handed to returns, the packet bytes its events keep included.
 func (f *Flow) Clone() *Flow {
 	c := &Flow{ID: f.ID, Start: f.Start, End: f.End, Ended: f.Ended, LostAround: f.LostAround,
 		Socket: append([]event.Event(nil), f.Socket...), Unkept: f.Unkept}
 	for _, p := range f.Packets {
-		c.Packets = append(c.Packets, &Packet{Skb: p.Skb, seen: p.seen, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)})
+		q := &Packet{Skb: p.Skb, seen: p.seen, epoch: p.epoch, Events: append([]event.Event(nil), p.Events...)}
+		for i := range q.Events {
+			if q.Events[i].Packet != nil {
+				q.Events[i].Packet = append([]byte(nil), q.Events[i].Packet...)
+			}
+		}
+		c.Packets = append(c.Packets, q)
 	}
 	return c
 }

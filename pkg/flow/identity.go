@@ -152,7 +152,7 @@ func pathTuple(t event.Tuple) key {
 // encapsulated one; zero when the event carries no packet bytes.
 func fingerprint(e *event.Event) uint64 {
 	pkt := connBytes(e)
-	hl, proto, ok := ipHeader(pkt)
+	hl, proto, ok := event.TransportHeader(pkt)
 	if !ok {
 		return 0
 	}
@@ -299,7 +299,7 @@ const (
 func factsOf(e *event.Event, pt event.Tuple) connFacts {
 	f := connFacts{isnDir: -1}
 	if pt.Proto == event.ProtoTCP && pt.TCPFlags&tcpSYN != 0 && e.Point != event.PointTCP {
-		if seq, ack, ok := tcpSeqAck(connBytes(e)); ok {
+		if seq, ack, ok := event.TCPSeqAck(connBytes(e)); ok {
 			f.isn = seq
 			f.isnDir = 0
 			if pt.TCPFlags&tcpACK != 0 {
@@ -460,50 +460,6 @@ func (s *connState) merge(o *connState) {
 	s.untracked = s.untracked || o.untracked
 }
 
-// IPv6 extension headers walked to the transport header, as the kernel
-// programs do (bpf/include/parse.h).
-const (
-	ipv6ExtMax      = 6
-	ipv6HopByHop    = 0
-	ipv6Routing     = 43
-	ipv6Fragment    = 44
-	ipv6Auth        = 51
-	ipv6DestOptions = 60
-)
-
-// ipHeader returns where the transport header starts in a packet prefix
-// (past an IPv6 packet's extension headers) and the transport protocol.
-func ipHeader(b []byte) (int, uint8, bool) {
-	if len(b) >= 40 && b[0]>>4 == 6 {
-		hl, next := 40, b[6]
-		for range ipv6ExtMax {
-			if next != ipv6HopByHop && next != ipv6Routing && next != ipv6Fragment &&
-				next != ipv6Auth && next != ipv6DestOptions {
-				return hl, next, true
-			}
-			if len(b) < hl+8 {
-				return 0, 0, false
-			}
-			n := hl
-			switch next {
-			case ipv6Fragment:
-				hl += 8
-			case ipv6Auth:
-				hl += (int(b[n+1]) + 2) * 4
-			default:
-				hl += (int(b[n+1]) + 1) * 8
-			}
-			next = b[n]
-		}
-		return 0, 0, false
-	}
-	if len(b) < 20 || b[0]>>4 != 4 {
-		return 0, 0, false
-	}
-	hl := int(b[0]&0x0f) * 4
-	return hl, b[9], hl >= 20 && len(b) >= hl
-}
-
 // ipAddrs returns the addresses of a packet prefix's IP header.
 func ipAddrs(b []byte) (src, dst netip.Addr, ok bool) {
 	switch {
@@ -518,7 +474,7 @@ func ipAddrs(b []byte) (src, dst netip.Addr, ok bool) {
 // vxlanInner is where the inner IP header starts in an encapsulated
 // packet: outer IP, UDP (8), vxlan (8), Ethernet (14).
 func vxlanInner(b []byte) []byte {
-	hl, _, ok := ipHeader(b)
+	hl, _, ok := event.TransportHeader(b)
 	if !ok || len(b) < hl+30 {
 		return nil
 	}
@@ -550,16 +506,6 @@ func connBytes(e *event.Event) []byte {
 		return in
 	}
 	return nil
-}
-
-// tcpSeqAck reads the sequence and acknowledgement numbers of a TCP
-// segment's first bytes.
-func tcpSeqAck(pkt []byte) (seq, ack uint32, ok bool) {
-	hl, proto, ok := ipHeader(pkt)
-	if !ok || proto != event.ProtoTCP || len(pkt) < hl+12 {
-		return 0, 0, false
-	}
-	return binary.BigEndian.Uint32(pkt[hl+4:]), binary.BigEndian.Uint32(pkt[hl+8:]), true
 }
 
 // ICMP and ICMPv6 error types that quote the packet they are about.
@@ -603,12 +549,12 @@ func quotedTuple(e *event.Event) (event.Tuple, bool) {
 		return event.Tuple{}, false
 	}
 	pkt := connBytes(e)
-	hl, _, ok := ipHeader(pkt)
+	hl, _, ok := event.TransportHeader(pkt)
 	if !ok || len(pkt) < hl+icmpErrorQuoteOff {
 		return event.Tuple{}, false
 	}
 	q := pkt[hl+icmpErrorQuoteOff:]
-	qhl, proto, ok := ipHeader(q)
+	qhl, proto, ok := event.TransportHeader(q)
 	src, dst, _ := ipAddrs(q)
 	if !ok {
 		return event.Tuple{}, false

@@ -47,20 +47,22 @@ func IsLabNetns(name string) bool {
 // called through libcni from inside the node's namespace as a container
 // runtime calls it. The pods' addresses are fixed (host-local's ips
 // capability), so that each scenario's rules can name them. Without
-// hairpin, the bridge ports' hairpin mode is off (the plugin's default).
+// hairpin, the bridge ports' hairpin mode is off (the plugin's default). A
+// non-zero mtu is the pods' MTU, as flannel's plugin passes the tunnel's
+// (FLANNEL_MTU); zero leaves the bridge plugin's default, 1500.
 type podNetwork struct {
 	node node
 	cni  *libcni.CNIConfig
 	conf *libcni.NetworkConfigList
 }
 
-func newPodNetwork(n node, hairpin bool) (*podNetwork, error) {
+func newPodNetwork(n node, hairpin bool, mtu int) (*podNetwork, error) {
 	ipam := filepath.Join(CNICacheDir, "ipam-"+n.ns)
 	conf, err := libcni.ConfListFromBytes(fmt.Appendf(nil, `{"cniVersion": "1.0.0", "name": "cbr0", "plugins": [
-		{"type": "bridge", "bridge": "cni0", "isGateway": true, "isDefaultGateway": true, "hairpinMode": %t,
+		{"type": "bridge", "bridge": "cni0", "isGateway": true, "isDefaultGateway": true, "hairpinMode": %t, "mtu": %d,
 		 "ipMasq": false, "capabilities": {"ips": true},
 		 "ipam": {"type": "host-local", "dataDir": %q,
-		          "ranges": [[{"subnet": %q}], [{"subnet": %q}]]}}]}`, hairpin, ipam, n.v4.podCIDR, n.v6.podCIDR))
+		          "ranges": [[{"subnet": %q}], [{"subnet": %q}]]}}]}`, hairpin, mtu, ipam, n.v4.podCIDR, n.v6.podCIDR))
 	if err != nil {
 		return nil, fmt.Errorf("pod network of %s: %w", n.ns, err)
 	}
@@ -111,7 +113,7 @@ func (pn *podNetwork) runtimeConf(p Pod) *libcni.RuntimeConf {
 // deletePod tears pod p's network down as the runtime does when the pod
 // goes: CNI DEL, which deletes its veth and releases its addresses.
 func deletePod(p Pod) error {
-	pn, err := newPodNetwork(nodes[p.Node-1], true)
+	pn, err := newPodNetwork(nodes[p.Node-1], true, 0)
 	if err != nil {
 		return err
 	}

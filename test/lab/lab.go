@@ -84,6 +84,7 @@ type Server struct {
 	Backlog int  // 0: the system default
 	Accept  bool // false: connections stay in the accept queue
 	Hold    bool // keep each connection open until the client closes it
+	Bulk    int  // answer with this many bytes more, in one line (a TLS server's certificates)
 	UDP     bool // answer each datagram with the pod's name instead
 }
 
@@ -231,11 +232,11 @@ func cluster(on Placement) [][]string {
 // addPods makes each pod's namespace and has the CNI plugins set up its
 // network (podNetwork); it returns the pod's and the node's ends of each
 // pod's veth, and the pod of each node end.
-func addPods(pods []Pod, hairpin bool, on Placement) ([][2]string, map[string]string, error) {
+func addPods(sc *Scenario, on Placement) ([][2]string, map[string]string, error) {
 	networks := map[int]*podNetwork{}
 	var ends [][2]string
 	hostVeths := map[string]string{}
-	for _, p := range pods {
+	for _, p := range sc.Pods {
 		if !on.holds(p.Node) {
 			continue
 		}
@@ -245,7 +246,7 @@ func addPods(pods []Pod, hairpin bool, on Placement) ([][2]string, map[string]st
 		pn := networks[p.Node]
 		if pn == nil {
 			var err error
-			if pn, err = newPodNetwork(nodes[p.Node-1], hairpin); err != nil {
+			if pn, err = newPodNetwork(nodes[p.Node-1], !sc.HairpinOff, sc.PodMTU); err != nil {
 				return nil, nil, err
 			}
 			networks[p.Node] = pn
@@ -300,7 +301,7 @@ func UpOn(name, labBin string, on Placement) (*Scenario, error) {
 	if err := runAll(cluster(on)); err != nil {
 		return fail(err)
 	}
-	podEnds, hostVeths, err := addPods(sc.Pods, !sc.HairpinOff, on)
+	podEnds, hostVeths, err := addPods(sc, on)
 	if err != nil {
 		return fail(err)
 	}
@@ -479,6 +480,9 @@ func (sc *Scenario) startServer(labBin string, s Server) error {
 	}
 	if s.Hold {
 		args = append(args, "--hold")
+	}
+	if s.Bulk > 0 {
+		args = append(args, "--bulk", strconv.Itoa(s.Bulk))
 	}
 	if s.UDP {
 		args = append(args, "--udp")

@@ -81,6 +81,8 @@ type Scenario struct {
 	// HairpinOff leaves the bridge plugin's hairpinMode off for every pod:
 	// its default, which kubenet and hand-written CNI configurations keep.
 	HairpinOff bool
+	// PodMTU, when set, is the MTU the bridge plugin gives every pod.
+	PodMTU int
 	// HostVeths are the node's ends of the pods' veths, which the bridge
 	// plugin names at random (vethXXXXXXXX), with their pods: set by Up.
 	HostVeths map[string]string
@@ -144,6 +146,7 @@ var builders = map[string]builder{
 	"stale-udp-entry":      staleUDPEntry,
 	"snat-port-clash":      snatPortClash,
 	"conntrack-table-full": conntrackTableFull,
+	"mtu-black-hole":       mtuBlackHole,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,

@@ -173,7 +173,9 @@ func connect(c Client, kept *keeper) (Outcome, error) {
 	// leaves the connection in its accept queue without a reply.
 	conn.SetDeadline(time.Now().Add(c.Timeout))
 	line, rerr := bufio.NewReader(conn).ReadString('\n')
-	o.ServedBy = strings.TrimSpace(line)
+	if fields := strings.Fields(line); len(fields) > 0 {
+		o.ServedBy = fields[0]
+	}
 	if rerr != nil {
 		o.Err = rerr.Error()
 	}
@@ -235,12 +237,35 @@ func ListenBacklog(addr string, backlog int) (net.Listener, error) {
 	return net.FileListener(f)
 }
 
-// Serve answers every connection with name and a newline, or, with
-// accept=false, leaves connections in the accept queue. With hold it keeps
-// each connection open after the answer until the client closes it (or a
-// minute passes), as a server streaming a response would. It runs until
-// killed.
-func Serve(addr, name string, backlog int, accept, hold bool, readyFile string) error {
+// ServeOptions say how Serve answers.
+type ServeOptions struct {
+	Name    string // the answer
+	Backlog int    // the listen backlog; 0: 4096
+	// NoAccept leaves connections in the accept queue.
+	NoAccept bool
+	// Hold keeps each connection open after the answer until the client
+	// closes it (or a minute passes), as a server streaming a response
+	// would.
+	Hold bool
+	// Bulk is how many bytes more the answer's line carries after the name
+	// and a space, as a TLS server's certificates make its first flight
+	// larger than a packet.
+	Bulk int
+	// ReadyFile is created once listening.
+	ReadyFile string
+}
+
+// answer is the line a server answers with: its name, then bulk filler.
+func (o ServeOptions) answer() []byte {
+	if o.Bulk == 0 {
+		return []byte(o.Name + "\n")
+	}
+	return []byte(o.Name + " " + strings.Repeat("x", o.Bulk) + "\n")
+}
+
+// Serve answers every connection on addr as o says. It runs until killed.
+func Serve(addr string, o ServeOptions) error {
+	backlog := o.Backlog
 	if backlog <= 0 {
 		backlog = 4096
 	}
@@ -248,12 +273,12 @@ func Serve(addr, name string, backlog int, accept, hold bool, readyFile string) 
 	if err != nil {
 		return err
 	}
-	if readyFile != "" {
-		if err := os.WriteFile(readyFile, nil, 0o644); err != nil {
+	if o.ReadyFile != "" {
+		if err := os.WriteFile(o.ReadyFile, nil, 0o644); err != nil {
 			return err
 		}
 	}
-	if !accept {
+	if o.NoAccept {
 		// Sleep, not select{}: with no other goroutine the runtime would
 		// call an empty select a deadlock and exit, closing the listener.
 		for {
@@ -267,8 +292,8 @@ func Serve(addr, name string, backlog int, accept, hold bool, readyFile string) 
 		}
 		go func() {
 			defer c.Close()
-			c.Write([]byte(name + "\n"))
-			if hold {
+			c.Write(o.answer())
+			if o.Hold {
 				c.SetReadDeadline(time.Now().Add(time.Minute))
 				io.Copy(io.Discard, c)
 			}

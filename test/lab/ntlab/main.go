@@ -128,11 +128,12 @@ func serve(args []string) error {
 	backlog := fs.Int("backlog", 0, "listen backlog (0: 4096)")
 	noAccept := fs.Bool("no-accept", false, "never accept: connections stay in the accept queue")
 	hold := fs.Bool("hold", false, "keep each connection open after the answer until the client closes it")
+	bulk := fs.Int("bulk", 0, "answer with this many bytes more after the name, in one line")
 	udp := fs.Bool("udp", false, "answer each UDP datagram with the name instead")
 	ready := fs.String("ready-file", "", "created once listening")
 	fs.Parse(args)
 	if *udp {
 		return lab.ServeUDP(*addr, *name, *ready)
 	}
-	return lab.Serve(*addr, *name, *backlog, !*noAccept, *hold, *ready)
+	return lab.Serve(*addr, lab.ServeOptions{Name: *name, Backlog: *backlog, NoAccept: *noAccept, Hold: *hold, Bulk: *bulk, ReadyFile: *ready})
 }
