@@ -102,9 +102,10 @@ else
 	# snat-missing scenario's reverse-path filter; xt_NFQUEUE and
 	# nfnetlink_queue for the conntrack-clash scenario's queue; nft_ct and
 	# nft_reject_ipv4 for kube-proxy's nftables filter chains (ct state new,
-	# reject).
+	# reject); ip_tables for the icmp match (mtu-black-hole's hardening
+	# rule), which x_tables registers there.
 	for m in nf_conntrack nf_nat nf_tables nft_compat nft_limit nft_nat nft_numgen nft_chain_nat nft_masq nft_ct nft_reject_ipv4 xt_nat xt_MASQUERADE xt_comment \
-		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack nf_conntrack_netlink veth vxlan \
+		xt_statistic xt_mark xt_addrtype xt_multiport xt_tcpudp xt_conntrack ip_tables nf_conntrack_netlink veth vxlan \
 		bridge br_netfilter tcp_diag ip6t_rpfilter xt_NFQUEUE nfnetlink_queue virtio_pci virtio_net; do
 		modprobe -d "$ROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
 	done | awk '!seen[$0]++' > "$CACHE/$NAME.modules"
