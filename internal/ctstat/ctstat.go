@@ -35,7 +35,7 @@ type table struct {
 
 // Reader completes the drops of the namespaces it watches.
 type Reader struct {
-	paths map[uint32]string // netns inode -> path to enter it
+	watched netns.Watched
 	// base is each namespace's drop counter when watching began.
 	base map[uint32]uint64
 	last map[uint32]table
@@ -48,7 +48,7 @@ type Reader struct {
 // New watches the given namespaces; reasonName names the kernel's drop
 // reasons.
 func New(targets []netns.Target, reasonName func(uint32) string) *Reader {
-	r := &Reader{paths: map[uint32]string{}, base: map[uint32]uint64{}, last: map[uint32]table{},
+	r := &Reader{base: map[uint32]uint64{}, last: map[uint32]table{},
 		netfilterDrop: func(reason uint32) bool { return reasonName(reason) == "NETFILTER_DROP" }, now: time.Now, read: read}
 	for _, t := range targets {
 		r.AddNamespace(t)
@@ -60,10 +60,9 @@ func New(targets []netns.Target, reasonName func(uint32) string) *Reader {
 // baseline (none where conntrack does not run: its first reading is then
 // the baseline's zero).
 func (r *Reader) AddNamespace(t netns.Target) {
-	if _, ok := r.paths[t.Inode]; ok {
+	if !r.watched.Add(t) {
 		return
 	}
-	r.paths[t.Inode] = t.Path
 	if tb, err := r.read(t.Path); err == nil {
 		r.base[t.Inode] = tb.drops
 	}
@@ -76,7 +75,7 @@ func (r *Reader) Complete(e *event.Event) {
 	if e.Point != event.PointDrop || e.HasCT() || !r.netfilterDrop(e.Drop.Reason) {
 		return
 	}
-	path, ok := r.paths[e.Netns]
+	path, ok := r.watched.Path(e.Netns)
 	if !ok {
 		return
 	}

@@ -42,12 +42,10 @@ type deviceKey struct {
 
 // Reader completes the too-big drops of the namespaces it watches.
 type Reader struct {
-	paths map[uint32]string // netns inode -> path to enter it
-	// order is the namespaces in the order they were added: the sender is
-	// looked for in each in turn.
-	order  []uint32
-	lower  map[deviceKey]reading
-	sender map[netip.Addr]reading
+	// watched are the namespaces the sender is looked for in, in turn.
+	watched netns.Watched
+	lower   map[deviceKey]reading
+	sender  map[netip.Addr]reading
 	// lookups counts the sender lookups since window began.
 	lookups int
 	window  time.Time
@@ -63,7 +61,7 @@ type Reader struct {
 // New watches the given namespaces; reasonName names the kernel's drop
 // reasons.
 func New(targets []netns.Target, reasonName func(uint32) string) *Reader {
-	r := &Reader{paths: map[uint32]string{}, lower: map[deviceKey]reading{}, sender: map[netip.Addr]reading{},
+	r := &Reader{lower: map[deviceKey]reading{}, sender: map[netip.Addr]reading{},
 		tooBig: func(reason uint32) bool { return reasonName(reason) == "PKT_TOO_BIG" }, now: time.Now,
 		lowerMTU: readLower, addressMTU: readAddress}
 	for _, t := range targets {
@@ -73,13 +71,7 @@ func New(targets []netns.Target, reasonName func(uint32) string) *Reader {
 }
 
 // AddNamespace starts watching a namespace.
-func (r *Reader) AddNamespace(t netns.Target) {
-	if _, ok := r.paths[t.Inode]; ok {
-		return
-	}
-	r.paths[t.Inode] = t.Path
-	r.order = append(r.order, t.Inode)
-}
+func (r *Reader) AddNamespace(t netns.Target) { r.watched.Add(t) }
 
 // Complete writes the MTUs around a too-big drop in a watched namespace
 // into it. Other events are left as they are.
@@ -88,7 +80,7 @@ func (r *Reader) Complete(e *event.Event) {
 		return
 	}
 	now := r.now()
-	if path, ok := r.paths[e.Netns]; ok && e.Drop.DstIfindex != 0 {
+	if path, ok := r.watched.Path(e.Netns); ok && e.Drop.DstIfindex != 0 {
 		k := deviceKey{e.Netns, e.Drop.DstIfindex}
 		rd, ok := r.lower[k]
 		if !ok || now.Sub(rd.at) >= fresh {
@@ -128,8 +120,8 @@ func (r *Reader) mayLookUp(now time.Time) bool {
 func (r *Reader) senderMTU(a netip.Addr) uint16 {
 	var mtu uint16
 	found := 0
-	for _, ino := range r.order {
-		m, ok, err := r.addressMTU(r.paths[ino], a)
+	for _, path := range r.watched.Paths() {
+		m, ok, err := r.addressMTU(path, a)
 		if err != nil || !ok {
 			continue
 		}

@@ -54,7 +54,7 @@ type key struct {
 
 // Watcher tracks SYNs delivered locally until they are answered or judged.
 type Watcher struct {
-	paths    map[uint32]string // netns inode -> path to enter it
+	watched  netns.Watched
 	pending  map[key]pendingSYN
 	counters map[uint32]netstat
 }
@@ -62,7 +62,7 @@ type Watcher struct {
 // New watches SYNs in the given namespaces (only those can be entered for
 // sock_diag and their counters).
 func New(targets []netns.Target) *Watcher {
-	w := &Watcher{paths: map[uint32]string{}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
+	w := &Watcher{pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
 	for _, t := range targets {
 		w.AddNamespace(t)
 	}
@@ -71,10 +71,9 @@ func New(targets []netns.Target) *Watcher {
 
 // AddNamespace starts watching a namespace, taking its counters' baseline.
 func (w *Watcher) AddNamespace(t netns.Target) {
-	if _, ok := w.paths[t.Inode]; ok {
+	if !w.watched.Add(t) {
 		return
 	}
-	w.paths[t.Inode] = t.Path
 	if c, err := readNetstat(t.Path); err == nil {
 		w.counters[t.Inode] = c
 	}
@@ -104,7 +103,7 @@ func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 			}
 			return
 		}
-		if _, ok := w.paths[e.Netns]; ok {
+		if _, ok := w.watched.Path(e.Netns); ok {
 			ev := *e
 			ev.Packet = nil // refers to the ring buffer record
 			w.pending[k] = pendingSYN{ev: ev, local: local}
@@ -147,9 +146,10 @@ func (w *Watcher) Expire(readTo uint64, flush bool, emit func(*event.Event)) {
 		}
 	}
 	for ino, keys := range byNetns {
-		listeners, _ := listenersIn(w.paths[ino])
+		path, _ := w.watched.Path(ino)
+		listeners, _ := listenersIn(path)
 		var delta netstat
-		if c, err := readNetstat(w.paths[ino]); err == nil {
+		if c, err := readNetstat(path); err == nil {
 			delta = c.sub(w.counters[ino])
 			w.counters[ino] = c
 		}
@@ -192,7 +192,7 @@ func (w *Watcher) Complete(e *event.Event) {
 	if e.Point != event.PointSYN || e.SYN.Outcome != event.SYNDropUnanswered {
 		return
 	}
-	path, ok := w.paths[e.Netns]
+	path, ok := w.watched.Path(e.Netns)
 	if !ok {
 		return
 	}

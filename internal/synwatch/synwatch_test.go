@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
@@ -68,7 +69,7 @@ func TestObservePairsSYNWithItsAnswer(t *testing.T) {
 			onDev(synAt(0, "10.0.0.2", 80, "10.0.0.1", 5000, tcpSYN|tcpACK), event.KindDevTx)}, 0, 1},
 	}
 	for _, tt := range tests {
-		w := &Watcher{paths: map[uint32]string{42: "/nonexistent"}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
+		w := New([]netns.Target{{Path: "/nonexistent", Inode: 42}})
 		var queued []*event.Event
 		for _, e := range tt.events {
 			w.Observe(e, func(e *event.Event) { queued = append(queued, e) })
@@ -104,7 +105,7 @@ func TestExpireWaitsOnKernelTime(t *testing.T) {
 		{"flushed", syn.Time, true, 0},
 	}
 	for _, tt := range tests {
-		w := &Watcher{paths: map[uint32]string{42: "/nonexistent"}, pending: map[key]pendingSYN{}, counters: map[uint32]netstat{}}
+		w := New([]netns.Target{{Path: "/nonexistent", Inode: 42}})
 		emit := func(e *event.Event) { t.Errorf("%s: judged %+v without a listener", tt.name, e.SYN) }
 		w.Observe(syn, emit)
 		w.Expire(tt.readTo, tt.flush, emit)
