@@ -644,6 +644,29 @@ func checkLBSourceRanges(t *testing.T, r labRun, healthy bool) {
 	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
 }
 
+// checkLBLocalNoEndpoint: a client sent to a node without an endpoint of
+// an externalTrafficPolicy: Local Service is named, with the Service, the
+// policy and kube-proxy's rule; with an endpoint on that node it connects
+// and nothing is found.
+func checkLBLocalNoEndpoint(t *testing.T, r labRun, healthy bool) {
+	if r.twinConnected(t, healthy) {
+		return
+	}
+	f := r.family
+	if res := r.results(); res[lab.TimedOut] != 1 {
+		t.Fatalf("client outcomes %v, want a timeout", res)
+	}
+	hooks := "INPUT or FORWARD"
+	if r.traced {
+		hooks = "FORWARD"
+	}
+	xs := r.explained(t, "dropped-by-netfilter", "-> "+f.HostPort(f.LoadBalancer, 443)+" (Service default/ingress) was dropped by filter KUBE-EXTERNAL-SERVICES rule 1",
+		"in "+lab.NsNode1+" "+hooks+": the Service's externalTrafficPolicy is Local and no endpoint runs on this node",
+		"or set externalTrafficPolicy: Cluster")
+	r.namedRule(t, xs[0], lab.NsNode1, "decided", `"default/ingress has no local endpoints"`)
+	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
+}
+
 // checkConntrackInvalid: a segment of an open connection that conntrack
 // judged INVALID is named with its verdict, the rule that dropped it and
 // the setting that makes conntrack accept it; with conntrack liberal the
@@ -803,6 +826,7 @@ var scenarioChecks = []scenarioCheck{
 	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
 	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
 	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, checkLBSourceRanges},
+	{"lb-local-no-endpoint", "host " + lab.LoadBalancerIP, true, checkLBLocalNoEndpoint},
 	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
 	{"stale-udp-entry", "host " + lab.DNSServiceIP + " or host " + lab.OldDNSPodIP, true, checkStaleUDPEntry},
 	{"snat-port-clash", "port " + fmt.Sprint(lab.DatabasePort), true, checkSNATPortClash},

@@ -49,7 +49,9 @@ var servicePortName = regexp.MustCompile(`^([a-z0-9][-a-z0-9]*)/([a-z0-9][-a-z0-
 // endpoints"), and what the user is to make of it.
 var kubeProxyDrops = []struct{ prefix, why string }{
 	{"has no endpoints", "the Service has no endpoints (no ready pod backs it), so kube-proxy rejects new connections to it"},
-	{"has no local endpoints", "the Service's externalTrafficPolicy is Local and no endpoint runs on this node, so kube-proxy drops what comes from outside"},
+	{"has no local endpoints", "the Service's externalTrafficPolicy is Local and no endpoint runs on this node, so kube-proxy drops what comes from outside: " +
+		"have the load balancer send only to nodes that pass the Service's health check (its healthCheckNodePort), run an endpoint on this node, " +
+		"or set externalTrafficPolicy: Cluster (the client's address is then lost to SNAT)"},
 	{"traffic not accepted by KUBE-FW-", "the source is not in the Service's loadBalancerSourceRanges, which its KUBE-FW chain lets through: add the client's range to spec.loadBalancerSourceRanges, or call from an allowed address"},
 }
 

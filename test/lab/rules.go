@@ -156,6 +156,36 @@ func (s service) loadBalancerFirewalled(t *natTable, lb string, ranges ...string
 	return b.String()
 }
 
+// loadBalancerLocal writes what kube-proxy (1.28 and later) writes for the
+// Service's load-balancer address lb with externalTrafficPolicy: Local and
+// the given endpoints on this node: the external chain, which sends pods'
+// and the node's own traffic to every endpoint and the rest to the local
+// ones only (KUBE-SVL); and, in the filter table (returned),
+// KUBE-EXTERNAL-SERVICES, which drops what comes from outside while no
+// endpoint is local.
+func (s service) loadBalancerLocal(t *natTable, lb string, local []endpoint) (filter string) {
+	ext, svl := chainHash("KUBE-EXT-", s.name), chainHash("KUBE-SVL-", s.name)
+	t.chain(ext, svl)
+	t.add(`-A KUBE-SERVICES -d %s -p tcp -m comment --comment "default/%s loadbalancer IP" -m tcp --dport %s -j %s`, t.f.host(lb), s.name, s.port, ext)
+	t.add(`-A %s -s %s -m comment --comment "pod traffic for default/%s external destinations" -j %s`, ext, t.f.ClusterCIDR, s.name, s.svcChain())
+	t.add(`-A %s -m comment --comment "masquerade LOCAL traffic for default/%s external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`, ext, s.name)
+	t.add(`-A %s -m comment --comment "route LOCAL traffic for default/%s external destinations" -m addrtype --src-type LOCAL -j %s`, ext, s.name, s.svcChain())
+	t.add(`-A %s -j %s`, ext, svl)
+	for _, ep := range local {
+		t.add(`-A %s -m comment --comment "default/%s -> %s" -j %s`, svl, s.name, t.f.HostPort(ep.ip, ep.port), chainHash("KUBE-SEP-", s.name+ep.ip))
+	}
+	var b strings.Builder
+	b.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:KUBE-EXTERNAL-SERVICES - [0:0]\n")
+	for _, hook := range []string{"INPUT", "FORWARD"} {
+		fmt.Fprintf(&b, "-A %s -m conntrack --ctstate NEW -m comment --comment \"kubernetes externally-visible service portals\" -j KUBE-EXTERNAL-SERVICES\n", hook)
+	}
+	if len(local) == 0 {
+		fmt.Fprintf(&b, "-A KUBE-EXTERNAL-SERVICES -d %s -p tcp -m comment --comment \"default/%s has no local endpoints\" -m tcp --dport %s -j DROP\n",
+			t.f.host(lb), s.name, s.port)
+	}
+	return b.String() + "COMMIT\n"
+}
+
 // hostPort is what the CNI portmap plugin writes for one container's
 // hostPort mapping.
 func hostPort(t *natTable, containerID, hostPortNum, podIP, podPort string) {

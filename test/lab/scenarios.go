@@ -147,6 +147,7 @@ var builders = map[string]builder{
 	"snat-port-clash":      snatPortClash,
 	"conntrack-table-full": conntrackTableFull,
 	"mtu-black-hole":       mtuBlackHole,
+	"lb-local-no-endpoint": lbLocalNoEndpoint,
 	// kube-proxy's nftables mode: native nftables rules.
 	"service-paths-nft": servicePathsNft,
 	"hairpin-nft":       hairpinNft,
@@ -417,6 +418,36 @@ func lbSourceRanges(healthy bool, f Family) *Scenario {
 			f.HostPort(f.LoadBalancer, 443), allowed),
 		Pods:    withPods(Pod{"ingress", 1, IngressPodIP, IPv6.IngressPod}),
 		Servers: []Server{{Pod: "ingress", Port: 443, Accept: true}},
+		Rules:   map[string]string{NsNode1: t.String() + filter, NsNode2: nodeRules(f, 1)},
+		Extra:   [][]string{ipn(NsUnderlay, "route", "add", f.LoadBalancer+"/32", "via", f.Node1)},
+		Clients: []Client{{Namespace: NsUnderlay, Target: f.HostPort(f.LoadBalancer, 443), Count: 1, Timeout: 3 * time.Second}},
+	}
+}
+
+// 14. A client outside the cluster calls a Service's load-balancer address
+// whose externalTrafficPolicy is Local (to keep the client's address), and
+// the load balancer sends it to node 1, where no endpoint of the Service
+// runs: its only endpoint is p2, on node 2 (the local one was rescheduled,
+// and the load balancer's health check has not caught up, or it does not
+// check). kube-proxy's KUBE-EXTERNAL-SERVICES drops it in node 1's
+// FORWARD. In the healthy twin the Service also has the ingress pod on
+// node 1, which answers.
+func lbLocalNoEndpoint(healthy bool, f Family) *Scenario {
+	t := nodeBase(f, 0)
+	remote, local := endpoint{f.Pod2, "443"}, endpoint{f.IngressPod, "443"}
+	svc := service{name: "ingress", clusterIP: f.IngressService, port: "443", endpoints: []endpoint{remote}}
+	var locals []endpoint
+	if healthy {
+		svc.endpoints, locals = []endpoint{local, remote}, []endpoint{local}
+	}
+	svc.write(&t)
+	filter := svc.loadBalancerLocal(&t, f.LoadBalancer, locals)
+	kubeProxyNodePorts(&t)
+	return &Scenario{
+		Description: fmt.Sprintf("a client on the underlay calls load balancer %s, sent to node 1; its Service's externalTrafficPolicy is Local and its only endpoint, p2, is on node 2",
+			f.HostPort(f.LoadBalancer, 443)),
+		Pods:    withPods(Pod{"ingress", 1, IngressPodIP, IPv6.IngressPod}),
+		Servers: []Server{{Pod: "ingress", Port: 443, Accept: true}, {Pod: "p2", Port: 443, Accept: true}},
 		Rules:   map[string]string{NsNode1: t.String() + filter, NsNode2: nodeRules(f, 1)},
 		Extra:   [][]string{ipn(NsUnderlay, "route", "add", f.LoadBalancer+"/32", "via", f.Node1)},
 		Clients: []Client{{Namespace: NsUnderlay, Target: f.HostPort(f.LoadBalancer, 443), Count: 1, Timeout: 3 * time.Second}},
