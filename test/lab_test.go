@@ -620,51 +620,31 @@ func checkHairpinMode(t *testing.T, r labRun, healthy bool) {
 	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "self", Address: "cluster IP"})
 }
 
-// checkLBSourceRanges: a connection to a load-balancer address from a
-// source its loadBalancerSourceRanges leave out is named as dropped by
-// kube-proxy's firewall rule, with the Service and why; in FORWARD when
-// traced, in INPUT or FORWARD from the ruleset (nothing seen says whether
-// the address was local).
-func checkLBSourceRanges(t *testing.T, r labRun, healthy bool) {
-	if r.twinConnected(t, healthy) {
-		return
+// lbDropCheck: a client's connection to the load-balancer address, dropped
+// by kube-proxy's filter rule in chain whose comment contains comment, is
+// named with the rule, the Service and why (the first of why after the
+// hooks, the rest anywhere); in FORWARD when traced, in INPUT or FORWARD
+// from the ruleset (nothing seen says whether the address was local). The
+// twin connects, and nothing is found.
+func lbDropCheck(chain, comment string, why ...string) func(t *testing.T, r labRun, healthy bool) {
+	return func(t *testing.T, r labRun, healthy bool) {
+		if r.twinConnected(t, healthy) {
+			return
+		}
+		f := r.family
+		if res := r.results(); res[lab.TimedOut] != 1 {
+			t.Fatalf("client outcomes %v, want a timeout", res)
+		}
+		hooks := "INPUT or FORWARD"
+		if r.traced {
+			hooks = "FORWARD"
+		}
+		facts := append([]string{"-> " + f.HostPort(f.LoadBalancer, 443) + " (Service default/ingress) was dropped by filter " + chain + " rule 1",
+			"in " + lab.NsNode1 + " " + hooks + ": " + why[0]}, why[1:]...)
+		xs := r.explained(t, "dropped-by-netfilter", facts...)
+		r.namedRule(t, xs[0], lab.NsNode1, "decided", comment)
+		namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
 	}
-	f := r.family
-	res := r.results()
-	if res[lab.TimedOut] != 1 {
-		t.Fatalf("client outcomes %v, want a timeout", res)
-	}
-	hooks := "INPUT or FORWARD"
-	if r.traced {
-		hooks = "FORWARD"
-	}
-	xs := r.explained(t, "dropped-by-netfilter", "-> "+f.HostPort(f.LoadBalancer, 443)+" (Service default/ingress) was dropped by filter KUBE-PROXY-FIREWALL rule 1",
-		"in "+lab.NsNode1+" "+hooks+": the source is not in the Service's loadBalancerSourceRanges")
-	r.namedRule(t, xs[0], lab.NsNode1, "decided", `"default/ingress traffic not accepted by KUBE-FW-`)
-	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
-}
-
-// checkLBLocalNoEndpoint: a client sent to a node without an endpoint of
-// an externalTrafficPolicy: Local Service is named, with the Service, the
-// policy and kube-proxy's rule; with an endpoint on that node it connects
-// and nothing is found.
-func checkLBLocalNoEndpoint(t *testing.T, r labRun, healthy bool) {
-	if r.twinConnected(t, healthy) {
-		return
-	}
-	f := r.family
-	if res := r.results(); res[lab.TimedOut] != 1 {
-		t.Fatalf("client outcomes %v, want a timeout", res)
-	}
-	hooks := "INPUT or FORWARD"
-	if r.traced {
-		hooks = "FORWARD"
-	}
-	xs := r.explained(t, "dropped-by-netfilter", "-> "+f.HostPort(f.LoadBalancer, 443)+" (Service default/ingress) was dropped by filter KUBE-EXTERNAL-SERVICES rule 1",
-		"in "+lab.NsNode1+" "+hooks+": the Service's externalTrafficPolicy is Local and no endpoint runs on this node",
-		"or set externalTrafficPolicy: Cluster")
-	r.namedRule(t, xs[0], lab.NsNode1, "decided", `"default/ingress has no local endpoints"`)
-	namedService(t, xs[0], output.JSONService{Namespace: "default", Name: "ingress"})
 }
 
 // checkConntrackInvalid: a segment of an open connection that conntrack
@@ -825,8 +805,11 @@ var scenarioChecks = []scenarioCheck{
 	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
 	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
 	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
-	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, checkLBSourceRanges},
-	{"lb-local-no-endpoint", "host " + lab.LoadBalancerIP, true, checkLBLocalNoEndpoint},
+	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, lbDropCheck("KUBE-PROXY-FIREWALL",
+		`"default/ingress traffic not accepted by KUBE-FW-`, "the source is not in the Service's loadBalancerSourceRanges")},
+	{"lb-local-no-endpoint", "host " + lab.LoadBalancerIP, true, lbDropCheck("KUBE-EXTERNAL-SERVICES",
+		`"default/ingress has no local endpoints"`, "the Service's externalTrafficPolicy is Local and no endpoint runs on this node",
+		"or set externalTrafficPolicy: Cluster")},
 	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
 	{"stale-udp-entry", "host " + lab.DNSServiceIP + " or host " + lab.OldDNSPodIP, true, checkStaleUDPEntry},
 	{"snat-port-clash", "port " + fmt.Sprint(lab.DatabasePort), true, checkSNATPortClash},
