@@ -80,6 +80,7 @@ func (r *Reader) Complete(e *event.Event) {
 		return
 	}
 	now := r.now()
+	r.turnWindow(now)
 	if path, ok := r.watched.Path(e.Netns); ok && e.Drop.DstIfindex != 0 {
 		k := deviceKey{e.Netns, e.Drop.DstIfindex}
 		rd, ok := r.lower[k]
@@ -95,18 +96,36 @@ func (r *Reader) Complete(e *event.Event) {
 		src = e.Inner.Src
 	}
 	rd, ok := r.sender[src]
-	if (!ok || now.Sub(rd.at) >= fresh) && r.mayLookUp(now) {
+	if (!ok || now.Sub(rd.at) >= fresh) && r.mayLookUp() {
 		rd = reading{mtu: r.senderMTU(src), at: now}
 		r.sender[src] = rd
 	}
 	e.Drop.SrcMTU = rd.mtu
 }
 
-// mayLookUp takes a sender lookup from this second's budget.
-func (r *Reader) mayLookUp(now time.Time) bool {
-	if now.Sub(r.window) >= time.Second {
-		r.window, r.lookups = now, 0
+// turnWindow begins a new second's lookup budget once the last one is
+// over, and forgets the readings no drop may use any more: a node drops
+// too-big packets of many senders over a long run, and readings kept for
+// each would grow with the run, not with the node.
+func (r *Reader) turnWindow(now time.Time) {
+	if now.Sub(r.window) < time.Second {
+		return
 	}
+	r.window, r.lookups = now, 0
+	for k, rd := range r.lower {
+		if now.Sub(rd.at) >= fresh {
+			delete(r.lower, k)
+		}
+	}
+	for a, rd := range r.sender {
+		if now.Sub(rd.at) >= fresh {
+			delete(r.sender, a)
+		}
+	}
+}
+
+// mayLookUp takes a sender lookup from this second's budget.
+func (r *Reader) mayLookUp() bool {
 	if r.lookups == lookupsPerSecond {
 		return false
 	}

@@ -102,3 +102,25 @@ func TestSenderLookupsAreBounded(t *testing.T) {
 		t.Fatalf("a sender the next second not read")
 	}
 }
+
+// Readings no drop may use any more are forgotten: a long run with new
+// senders every second keeps only the last second's, not every one.
+func TestStaleReadingsAreForgotten(t *testing.T) {
+	clock := time.Unix(1000, 0)
+	r := New([]netns.Target{{Path: "/run/netns/n", Inode: 1}}, func(uint32) string { return "PKT_TOO_BIG" })
+	r.now = func() time.Time { return clock }
+	r.lowerMTU = func(string, uint32) (uint16, error) { return 1500, nil }
+	r.addressMTU = func(string, netip.Addr) (uint16, bool, error) { return 1500, true, nil }
+	for second := range 100 {
+		for i := range 3 {
+			e := &event.Event{Point: event.PointDrop, Netns: 1, Tuple: event.Tuple{Src: netip.AddrFrom4([4]byte{10, 0, byte(second), byte(i)})},
+				Drop: event.Drop{DstIfindex: uint32(second + 1)}}
+			r.Complete(e)
+		}
+		clock = clock.Add(time.Second)
+	}
+	if len(r.sender) != 3 || len(r.lower) != 1 {
+		t.Fatalf("after 100 seconds of 3 new senders through a new device each: %d senders and %d devices kept, want the last second's 3 and 1",
+			len(r.sender), len(r.lower))
+	}
+}
