@@ -33,7 +33,7 @@ var errIPv6Block = errors.New("event record's IPv6 address block is cut short")
 func (e *Event) addrs() [addrSlots]netip.Addr {
 	a := [addrSlots]netip.Addr{e.Tuple.Src, e.Tuple.Dst, e.Inner.Src, e.Inner.Dst,
 		e.CT.Orig.Src, e.CT.Orig.Dst, e.CT.Reply.Src, e.CT.Reply.Dst}
-	payload := sectionAddrs(e)
+	payload := addrsSection(e)
 	copy(a[payloadSlot:], payload[:])
 	return a
 }
@@ -47,7 +47,7 @@ func (e *Event) setAddr(i int, a netip.Addr) {
 		return
 	}
 	if i -= payloadSlot; i < payloadAddrs {
-		setSectionAddr(e, i, a)
+		setAddrSection(e, i, a)
 	}
 }
 

@@ -52,100 +52,18 @@ var sections = [...]section{
 // switch of concrete calls, not through the sections table: a call through
 // an interface makes the compiler move its arguments to the heap (the
 // event, the compact buffer, the reader), which costs an allocation per
-// event. TestEveryPointHasASection checks that each covers every point.
+// event. sectiongen writes those switches (section_dispatch.go, one
+// function per operation taking the event, named <operation>Section) from
+// this registry; TestDispatchIsCurrent fails while they are not.
+//go:generate go run ./internal/sectiongen -in section.go -out section_dispatch.go
 
-func decodeSection(e *Event, p []byte, l *layout, ipv6 bool) {
-	switch e.Point {
-	case PointNAT:
-		natSection{}.decode(e, p, l, ipv6)
-	case PointRoute:
-		routeSection{}.decode(e, p, l, ipv6)
-	case PointVXLAN:
-		vxlanSection{}.decode(e, p, l, ipv6)
-	case PointSYN:
-		synSection{}.decode(e, p, l, ipv6)
-	case PointDrop:
-		dropSection{}.decode(e, p, l, ipv6)
-	case PointTCP:
-		tcpSection{}.decode(e, p, l, ipv6)
-	}
-}
+// emptySection is a section without payload: the dev point's, and the
+// dispatch's for a point the registry lacks (a damaged recording's).
+type emptySection struct{}
 
-func encodeSection(e *Event, p []byte) {
-	switch e.Point {
-	case PointNAT:
-		natSection{}.encode(e, p)
-	case PointRoute:
-		routeSection{}.encode(e, p)
-	case PointVXLAN:
-		vxlanSection{}.encode(e, p)
-	case PointSYN:
-		synSection{}.encode(e, p)
-	case PointDrop:
-		dropSection{}.encode(e, p)
-	case PointTCP:
-		tcpSection{}.encode(e, p)
-	}
-}
-
-func appendCompactSection(b []byte, e *Event) []byte {
-	switch e.Point {
-	case PointNAT:
-		return natSection{}.appendCompact(b, e)
-	case PointRoute:
-		return routeSection{}.appendCompact(b, e)
-	case PointVXLAN:
-		return vxlanSection{}.appendCompact(b, e)
-	case PointSYN:
-		return synSection{}.appendCompact(b, e)
-	case PointDrop:
-		return dropSection{}.appendCompact(b, e)
-	case PointTCP:
-		return tcpSection{}.appendCompact(b, e)
-	}
-	return b
-}
-
-func readCompactSection(r *compactReader, e *Event) {
-	switch e.Point {
-	case PointNAT:
-		natSection{}.readCompact(r, e)
-	case PointRoute:
-		routeSection{}.readCompact(r, e)
-	case PointVXLAN:
-		vxlanSection{}.readCompact(r, e)
-	case PointSYN:
-		synSection{}.readCompact(r, e)
-	case PointDrop:
-		dropSection{}.readCompact(r, e)
-	case PointTCP:
-		tcpSection{}.readCompact(r, e)
-	}
-}
-
-func sectionAddrs(e *Event) (a [payloadAddrs]netip.Addr) {
-	switch e.Point {
-	case PointNAT:
-		return natSection{}.addrs(e)
-	case PointRoute:
-		return routeSection{}.addrs(e)
-	case PointVXLAN:
-		return vxlanSection{}.addrs(e)
-	case PointSYN:
-		return synSection{}.addrs(e)
-	}
-	return a
-}
-
-func setSectionAddr(e *Event, i int, a netip.Addr) {
-	switch e.Point {
-	case PointNAT:
-		natSection{}.setAddr(e, i, a)
-	case PointRoute:
-		routeSection{}.setAddr(e, i, a)
-	case PointVXLAN:
-		vxlanSection{}.setAddr(e, i, a)
-	case PointSYN:
-		synSection{}.setAddr(e, i, a)
-	}
-}
+func (emptySection) decode(*Event, []byte, *layout, bool)      {}
+func (emptySection) encode(*Event, []byte)                     {}
+func (emptySection) appendCompact(b []byte, _ *Event) []byte   { return b }
+func (emptySection) readCompact(*compactReader, *Event)        {}
+func (emptySection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
+func (emptySection) setAddr(*Event, int, netip.Addr)           {}
