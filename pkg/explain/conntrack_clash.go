@@ -70,8 +70,8 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 func (fd *Finding) portClash(n Context, f *flow.Flow, p *flow.Packet, nat, drop *event.Event) string {
 	out := fmt.Sprintf(" Two connections were given source %s by SNAT: ", src(nat.Tuple)) + fd.clashedWith(n, nat, drop)
 	if _, next := find(f, func(q *flow.Packet, e *event.Event) bool {
-		return q != p && !isReply(f, q) && e.Netns == nat.Netns && e.Hook == nat.Hook && e.Translation()&event.TranslationSNAT != 0 &&
-			e.NAT.Pre == nat.NAT.Pre && e.Tuple.Sport != nat.Tuple.Sport
+		return q != p && e.Netns == nat.Netns && e.Hook == nat.Hook && e.Translation()&event.TranslationSNAT != 0 &&
+			e.NAT.Pre == nat.NAT.Pre && e.Tuple.Sport != nat.Tuple.Sport && !isReply(f, q)
 	}); next != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, next, "%s: the retransmission", natFact(n, next)))
 		out += fmt.Sprintf(", and the retransmission was given port %d", next.Tuple.Sport)

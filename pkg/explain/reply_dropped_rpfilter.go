@@ -11,7 +11,7 @@ import (
 // no rule before this one found why it came the wrong way.
 func replyDroppedRPFilter(f *flow.Flow, n Context) *Finding {
 	_, drop := find(f, func(p *flow.Packet, e *event.Event) bool {
-		return isReply(f, p) && dropped(n, e, "IP_RPFILTER")
+		return dropped(n, e, "IP_RPFILTER") && isReply(f, p)
 	})
 	if drop == nil {
 		return nil

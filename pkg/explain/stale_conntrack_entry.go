@@ -30,7 +30,7 @@ func staleConntrackEntry(f *flow.Flow, n Context) *Finding {
 	e := stale[0]
 	endpoint := e.Tuple.Dst
 	if _, answer := find(f, func(p *flow.Packet, r *event.Event) bool {
-		return r.Time > e.Time && isReply(f, p) && packetTuple(r).Src == endpoint
+		return r.Time > e.Time && packetTuple(r).Src == endpoint && isReply(f, p)
 	}); answer != nil {
 		return nil
 	}
