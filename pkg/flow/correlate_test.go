@@ -344,3 +344,26 @@ func TestIdleIsTheFlowsOwn(t *testing.T) {
 		t.Errorf("looking for idle flows at every event:\n%s\nnever:\n%s\nwant the same two flows", strings.Join(live, "\n"), strings.Join(replay, "\n"))
 	}
 }
+
+// A packet travels from the client when it has the client's source, or
+// the tuple a NAT hook's entry gives the client's packets past it; what a
+// flow learnt of its NAT hooks is not carried to the next flow its memory
+// serves.
+func TestFromClient(t *testing.T) {
+	c := New(DefaultConfig)
+	snated, reply := fixture.T("10.244.1.0:40000", "10.244.2.10:8080", 0), fixture.T("10.244.2.10:8080", "10.244.1.0:40000", 0)
+	var answers []bool
+	done := func(f *Flow) { answers = append(answers, f.FromClient(snated), f.FromClient(reply)) }
+	for _, e := range fixture.SNATMissing(true) {
+		c.Add(&e, done)
+	}
+	c.Flush(done)
+	var s fixture.Seq
+	other := fixture.T("172.20.0.9:41000", "10.244.2.10:8080", 0)
+	e := fixture.Dev(&s, 0x900, "n1/eth0", event.KindDevTx, other)
+	c.Add(&e, done)
+	c.Flush(done)
+	if want := []bool{true, false, false, false}; !slices.Equal(answers, want) {
+		t.Fatalf("from the client (the SNATed request, the reply; then the same of a flow without NAT): %v, want %v", answers, want)
+	}
+}

@@ -93,6 +93,12 @@ type Flow struct {
 	// flow is open with displacedID: its late packets still find it.
 	displaced   *Flow
 	displacedID uint64
+	// clientEnds are the tuples the client's packets carry past the flow's
+	// NAT hooks (each translating entry's reply, reversed), read from the
+	// events once, on the first FromClient after Decode: rules and
+	// renderers ask it of every packet, and the events are many.
+	clientEnds     []event.Tuple
+	clientEndsRead bool
 	// prev and next link flows by last activity, oldest first, so that
 	// expiry and eviction never scan every flow.
 	prev, next *Flow
@@ -120,12 +126,33 @@ func (f *Flow) FromClient(t event.Tuple) bool {
 	if t.Src == c.Src && t.Sport == c.Sport {
 		return true
 	}
+	if !f.clientEndsRead {
+		f.readClientEnds()
+	}
+	return f.isClientEnd(t)
+}
+
+// readClientEnds reads clientEnds from the NAT events.
+func (f *Flow) readClientEnds() {
+	f.clientEnds, f.clientEndsRead = f.clientEnds[:0], true
 	for _, p := range f.Packets {
 		for i := range p.Events {
 			e := &p.Events[i]
-			if e.Point == event.PointNAT && e.HasCT() && sameEnds(t, e.CT.Reply.Reverse()) {
-				return true
+			if e.Point != event.PointNAT || !e.HasCT() {
+				continue
 			}
+			if end := e.CT.Reply.Reverse(); !f.isClientEnd(end) {
+				f.clientEnds = append(f.clientEnds, end)
+			}
+		}
+	}
+}
+
+// isClientEnd says whether t is one of clientEnds.
+func (f *Flow) isClientEnd(t event.Tuple) bool {
+	for _, end := range f.clientEnds {
+		if sameEnds(t, end) {
+			return true
 		}
 	}
 	return false

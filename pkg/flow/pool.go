@@ -103,7 +103,7 @@ func (f *Flow) Decode(room []event.Event) []event.Event {
 	for _, p := range f.Packets {
 		all = p.decode(all)
 	}
-	f.Socket = nil
+	f.Socket, f.clientEndsRead = nil, false
 	if f.socket != nil {
 		f.socket.decode(all)
 		f.Socket = f.socket.Events
@@ -195,7 +195,7 @@ func (c *Correlator) recycle(f *Flow) {
 		c.recyclePacket(f.socket)
 	}
 	if cap(f.Packets) <= 64 && cap(f.keys) <= 256 {
-		*f = Flow{Packets: f.Packets[:0], keys: f.keys[:0]}
+		*f = Flow{Packets: f.Packets[:0], keys: f.keys[:0], clientEnds: f.clientEnds[:0]}
 		c.freeFlows = append(c.freeFlows, f)
 	}
 }
