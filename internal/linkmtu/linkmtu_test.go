@@ -81,10 +81,7 @@ func TestComplete(t *testing.T) {
 // unread until the next second.
 func TestSenderLookupsAreBounded(t *testing.T) {
 	clock := time.Unix(1000, 0)
-	r := New([]netns.Target{{Path: "/run/netns/p", Inode: 1}}, func(uint32) string { return "PKT_TOO_BIG" })
-	r.now = func() time.Time { return clock }
-	r.lowerMTU = func(string, uint32) (uint16, error) { return 0, nil }
-	r.addressMTU = func(string, netip.Addr) (uint16, bool, error) { return 1500, true, nil }
+	r := everyDropTooBig(&clock)
 	read := 0
 	for i := range lookupsPerSecond + 5 {
 		e := &event.Event{Point: event.PointDrop, Netns: 1, Tuple: event.Tuple{Src: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)})}}
@@ -107,10 +104,7 @@ func TestSenderLookupsAreBounded(t *testing.T) {
 // senders every second keeps only the last second's, not every one.
 func TestStaleReadingsAreForgotten(t *testing.T) {
 	clock := time.Unix(1000, 0)
-	r := New([]netns.Target{{Path: "/run/netns/n", Inode: 1}}, func(uint32) string { return "PKT_TOO_BIG" })
-	r.now = func() time.Time { return clock }
-	r.lowerMTU = func(string, uint32) (uint16, error) { return 1500, nil }
-	r.addressMTU = func(string, netip.Addr) (uint16, bool, error) { return 1500, true, nil }
+	r := everyDropTooBig(&clock)
 	for second := range 100 {
 		for i := range 3 {
 			e := &event.Event{Point: event.PointDrop, Netns: 1, Tuple: event.Tuple{Src: netip.AddrFrom4([4]byte{10, 0, byte(second), byte(i)})},
@@ -123,4 +117,14 @@ func TestStaleReadingsAreForgotten(t *testing.T) {
 		t.Fatalf("after 100 seconds of 3 new senders through a new device each: %d senders and %d devices kept, want the last second's 3 and 1",
 			len(r.sender), len(r.lower))
 	}
+}
+
+// everyDropTooBig is a reader of namespace 1, where every drop is too big
+// and every device and sender has MTU 1500, on clock.
+func everyDropTooBig(clock *time.Time) *Reader {
+	r := New([]netns.Target{{Path: "/run/netns/n", Inode: 1}}, func(uint32) string { return "PKT_TOO_BIG" })
+	r.now = func() time.Time { return *clock }
+	r.lowerMTU = func(string, uint32) (uint16, error) { return 1500, nil }
+	r.addressMTU = func(string, netip.Addr) (uint16, bool, error) { return 1500, true, nil }
+	return r
 }
