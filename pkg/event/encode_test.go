@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -44,7 +45,12 @@ func sampleEvents() map[string]Event {
 // its payload set: a new point without one fails here, and one the hot
 // paths' dispatch (section.go) misses fails the round trips of the samples.
 func TestEveryPointHasASection(t *testing.T) {
+	names := map[string]bool{}
 	for _, p := range Points {
+		if n := p.String(); n == "" || names[n] || n == fmt.Sprintf("point(%d)", uint8(p)) {
+			t.Errorf("point %d is named %q, empty, twice or not at all", uint8(p), n)
+		}
+		names[p.String()] = true
 		if int(p) >= len(sections) || sections[p] == nil {
 			t.Errorf("point %s has no section", p)
 			continue

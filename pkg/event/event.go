@@ -23,17 +23,24 @@ const (
 	PointTCP   Point = 7
 )
 
-// Points lists every observation point in the order they are reported.
-var Points = []Point{PointNAT, PointRoute, PointVXLAN, PointSYN, PointDrop, PointDev, PointTCP}
+// Points lists every observation point with a section (the sections
+// registry), in the order of their values, which is the order they are
+// reported in.
+var Points = registeredPoints()
 
-var pointNames = map[Point]string{
-	PointNAT: "nat", PointRoute: "route", PointVXLAN: "vxlan", PointSYN: "syn",
-	PointDrop: "drop", PointDev: "dev", PointTCP: "tcp",
+func registeredPoints() []Point {
+	var points []Point
+	for p, s := range sections {
+		if s != nil {
+			points = append(points, Point(p))
+		}
+	}
+	return points
 }
 
 func (p Point) String() string {
-	if n, ok := pointNames[p]; ok {
-		return n
+	if int(p) < len(sections) && sections[p] != nil {
+		return sections[p].name()
 	}
 	return fmt.Sprintf("point(%d)", uint8(p))
 }

@@ -20,6 +20,8 @@ type section interface {
 	// past those it has); setAddr sets the i-th.
 	addrs(e *Event) [payloadAddrs]netip.Addr
 	setAddr(e *Event, i int, a netip.Addr)
+	// name is the point's, in output and recordings' metadata.
+	name() string
 	// sample is base made an event of the point, every payload field set.
 	sample(base Event) Event
 }

@@ -4,6 +4,8 @@ package event
 // payload: the device, namespace and tuple are every event's.
 type devSection struct{ emptySection }
 
+func (devSection) name() string { return "dev" }
+
 func (devSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDev, KindDevRx
 	return base

@@ -89,6 +89,8 @@ func (dropSection) readCompact(r *compactReader, e *Event) {
 func (dropSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
 func (dropSection) setAddr(*Event, int, netip.Addr)           {}
 
+func (dropSection) name() string { return "drop" }
+
 func (dropSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDrop, KindDrop
 	base.Drop = Drop{Location: 0xffffffff81000000, Reason: 31, CTCount: 512, CTMax: 512, CTDrops: 3,

@@ -61,6 +61,8 @@ func (natSection) setAddr(e *Event, i int, a netip.Addr) {
 	setAddrOfPair(i, a, &e.NAT.Pre.Src, &e.NAT.Pre.Dst)
 }
 
+func (natSection) name() string { return "nat" }
+
 func (natSection) sample(base Event) Event {
 	base.Point, base.Kind, base.Flags = PointNAT, KindNAT, base.Flags|FlagPre
 	base.NAT = NAT{Pre: base.Tuple, OutIfindex: 4}

@@ -66,6 +66,8 @@ func (routeSection) setAddr(e *Event, i int, a netip.Addr) {
 	setAddrOfPair(i, a, &e.Route.Gateway, &e.Route.Src)
 }
 
+func (routeSection) name() string { return "route" }
+
 func (routeSection) sample(base Event) Event {
 	base.Point, base.Kind = PointRoute, KindRouteLookup
 	base.Route = Route{Oif: 2, Gateway: netip.MustParseAddr("10.244.2.0"), Src: base.Tuple.Src, Err: -113, Table: 254}

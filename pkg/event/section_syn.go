@@ -114,6 +114,8 @@ func (synSection) setAddr(e *Event, i int, a netip.Addr) {
 	}
 }
 
+func (synSection) name() string { return "syn" }
+
 func (synSection) sample(base Event) Event {
 	base.Point, base.Kind = PointSYN, KindSYN
 	base.SYN = SYN{Listener: netip.AddrPortFrom(base.Tuple.Dst, base.Tuple.Dport), Outcome: SYNDropAcceptQueue,

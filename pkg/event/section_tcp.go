@@ -36,6 +36,8 @@ func (tcpSection) readCompact(r *compactReader, e *Event) {
 func (tcpSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
 func (tcpSection) setAddr(*Event, int, netip.Addr)           {}
 
+func (tcpSection) name() string { return "tcp" }
+
 func (tcpSection) sample(base Event) Event {
 	base.Point, base.Kind, base.Packet = PointTCP, KindTCPState, nil
 	base.TCP = TCP{OldState: 2, NewState: 7, Cookie: 0xffff8880}

@@ -57,6 +57,8 @@ func (vxlanSection) setAddr(e *Event, i int, a netip.Addr) {
 	setAddrOfPair(i, a, &e.VXLAN.Remote, &e.VXLAN.Local)
 }
 
+func (vxlanSection) name() string { return "vxlan" }
+
 func (vxlanSection) sample(base Event) Event {
 	base.Point, base.Kind = PointVXLAN, KindVXLANEncap
 	base.VXLAN = VXLAN{VNI: 1, Remote: netip.MustParseAddr("172.20.0.2"), Local: netip.MustParseAddr("172.20.0.1"), Port: 8472}
