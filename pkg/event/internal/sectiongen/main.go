@@ -14,7 +14,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -109,22 +108,27 @@ func findDecls(file *ast.File) (iface *ast.InterfaceType, registry *ast.Composit
 func registryEntries(registry *ast.CompositeLit) ([]entry, error) {
 	var entries []entry
 	for _, elt := range registry.Elts {
-		kv, ok := elt.(*ast.KeyValueExpr)
-		if !ok {
-			return nil, errors.New("a registry line is not `Point: section{}`")
-		}
-		point, ok1 := kv.Key.(*ast.Ident)
-		lit, ok2 := kv.Value.(*ast.CompositeLit)
-		var typ *ast.Ident
-		if ok2 {
-			typ, ok2 = lit.Type.(*ast.Ident)
-		}
-		if !ok1 || !ok2 {
-			return nil, errors.New("a registry line is not `Point: section{}`")
+		point, typ := registryLine(elt)
+		if point == nil || typ == nil {
+			return nil, fmt.Errorf("registry line %d is not `Point: section{}`", len(entries)+1)
 		}
 		entries = append(entries, entry{point.Name, typ.Name})
 	}
 	return entries, nil
+}
+
+// registryLine reads a line's point and section type; nil when it is not
+// `Point: type{}`.
+func registryLine(elt ast.Expr) (point, typ *ast.Ident) {
+	kv, ok := elt.(*ast.KeyValueExpr)
+	if !ok {
+		return nil, nil
+	}
+	point, _ = kv.Key.(*ast.Ident)
+	if lit, ok := kv.Value.(*ast.CompositeLit); ok {
+		typ, _ = lit.Type.(*ast.Ident)
+	}
+	return point, typ
 }
 
 // takesEvent says whether an operation has the parameter e *Event, whose
