@@ -19,8 +19,13 @@
 
 /* Events are built on the stack, so nt_event appears in no signature and
  * clang would leave it out of BTF; this typed null pointer keeps it there for
- * bpf2go to generate its Go twin. */
+ * bpf2go to generate its Go twin. The enums' values are folded into the
+ * code, so they too need an anchor for package probe's tests to check
+ * pkg/event's points and kinds against them. */
 const struct nt_event *nt_event_btf_anchor __attribute__((unused));
+const enum nt_point *nt_point_btf_anchor __attribute__((unused));
+const enum nt_kind *nt_kind_btf_anchor __attribute__((unused));
+const enum nt_syn_outcome *nt_syn_outcome_btf_anchor __attribute__((unused));
 
 /* kretprobe has no arguments: the entry leaves the skb, hook and namespace
  * on this CPU's call stack. */
