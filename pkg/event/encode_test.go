@@ -46,6 +46,7 @@ func sampleEvents() map[string]Event {
 // paths' dispatch (section.go) misses fails the round trips of the samples.
 func TestEveryPointHasASection(t *testing.T) {
 	names := map[string]bool{}
+	kindOf := map[Kind]Point{}
 	for _, p := range Points {
 		if n := p.String(); n == "" || names[n] || n == fmt.Sprintf("point(%d)", uint8(p)) {
 			t.Errorf("point %d is named %q, empty, twice or not at all", uint8(p), n)
@@ -59,6 +60,15 @@ func TestEveryPointHasASection(t *testing.T) {
 		e := sections[p].sample(zero)
 		if e.Point != p || e.Kind == 0 {
 			t.Errorf("point %s: sample is point %s, kind %d", p, e.Point, e.Kind)
+		}
+		for _, k := range sections[p].kinds() {
+			if other, ok := kindOf[k.kind]; ok || k.name == "" {
+				t.Errorf("point %s: kind %d (%q) is empty or also %s's", p, k.kind, k.name, other)
+			}
+			kindOf[k.kind] = p
+		}
+		if kindOf[e.Kind] != p {
+			t.Errorf("point %s: its sample's kind %s is not one of its kinds", p, e.Kind)
 		}
 	}
 }

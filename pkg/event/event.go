@@ -10,18 +10,10 @@ import (
 )
 
 // Point is an observation point: where in the kernel an event was seen.
+// Each point's value, with its kinds', is declared in its section's file
+// (section_<point>.go); internal/probe's TestEnumsMatchBPF holds them to
+// enum nt_point and enum nt_kind.
 type Point uint8
-
-// Observation points, with the values of enum nt_point.
-const (
-	PointNAT   Point = 1
-	PointRoute Point = 2
-	PointVXLAN Point = 3
-	PointSYN   Point = 4
-	PointDrop  Point = 5
-	PointDev   Point = 6
-	PointTCP   Point = 7
-)
 
 // Points lists every observation point with a section (the sections
 // registry), in the order of their values, which is the order they are
@@ -45,35 +37,27 @@ func (p Point) String() string {
 	return fmt.Sprintf("point(%d)", uint8(p))
 }
 
-// Kind says what an event reports, within its point.
+// Kind says what an event reports, within its point. Its values are
+// numbered across points (enum nt_kind).
 type Kind uint8
 
-// Kinds, with the values of enum nt_kind.
-const (
-	KindNAT              Kind = 1
-	KindRouteLookup      Kind = 2
-	KindReroute          Kind = 3
-	KindVXLANEnter       Kind = 4
-	KindVXLANEncap       Kind = 5
-	KindSYN              Kind = 6
-	KindDrop             Kind = 7
-	KindDevRx            Kind = 8
-	KindDevTx            Kind = 9
-	KindSynAckRetransmit Kind = 10
-	KindResetSent        Kind = 11
-	KindResetReceived    Kind = 12
-	KindTCPState         Kind = 13
-)
+// kindNames holds each kind's name, from its point's section.
+var kindNames = registeredKinds()
 
-var kindNames = map[Kind]string{
-	KindNAT: "nat", KindRouteLookup: "lookup", KindReroute: "reroute",
-	KindVXLANEnter: "enter", KindVXLANEncap: "encap", KindSYN: "syn", KindDrop: "drop",
-	KindDevRx: "rx", KindDevTx: "tx", KindSynAckRetransmit: "synack-retransmit",
-	KindResetSent: "rst-sent", KindResetReceived: "rst-received", KindTCPState: "state",
+func registeredKinds() (names [256]string) {
+	for _, s := range sections {
+		if s == nil {
+			continue
+		}
+		for _, k := range s.kinds() {
+			names[k.kind] = k.name
+		}
+	}
+	return names
 }
 
 func (k Kind) String() string {
-	if n, ok := kindNames[k]; ok {
+	if n := kindNames[k]; n != "" {
 		return n
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))

@@ -22,8 +22,16 @@ type section interface {
 	setAddr(e *Event, i int, a netip.Addr)
 	// name is the point's, in output and recordings' metadata.
 	name() string
+	// kinds are the point's kinds.
+	kinds() []kindName
 	// sample is base made an event of the point, every payload field set.
 	sample(base Event) Event
+}
+
+// kindName is one of a point's kinds and its name in output.
+type kindName struct {
+	kind Kind
+	name string
 }
 
 // payloadAddrs is how many addresses a payload may hold.

@@ -1,10 +1,21 @@
 package event
 
+// PointDev is the dev point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointDev Point = 6
+
+	KindDevRx Kind = 8 // received by a device
+	KindDevTx Kind = 9 // handed to a device for transmit
+)
+
 // The dev point: a packet entering or leaving a device. Its events have no
 // payload: the device, namespace and tuple are every event's.
 type devSection struct{ emptySection }
 
 func (devSection) name() string { return "dev" }
+
+func (devSection) kinds() []kindName { return []kindName{{KindDevRx, "rx"}, {KindDevTx, "tx"}} }
 
 func (devSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDev, KindDevRx

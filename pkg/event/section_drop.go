@@ -5,6 +5,14 @@ import (
 	"net/netip"
 )
 
+// PointDrop is the drop point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointDrop Point = 5
+
+	KindDrop Kind = 7 // the packet freed with a drop reason
+)
+
 // Drop is the payload of a drop event: where the kernel freed the packet,
 // and why. The same in the narrow and the wide record.
 type Drop struct {
@@ -90,6 +98,8 @@ func (dropSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
 func (dropSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (dropSection) name() string { return "drop" }
+
+func (dropSection) kinds() []kindName { return []kindName{{KindDrop, "drop"}} }
 
 func (dropSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDrop, KindDrop

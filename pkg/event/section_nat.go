@@ -2,6 +2,14 @@ package event
 
 import "net/netip"
 
+// PointNAT is the nat point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointNAT Point = 1
+
+	KindNAT Kind = 1 // the tuple before and after one NAT hook
+)
+
 // NAT is the payload of a nat event: the tuple before and after one NAT
 // hook, and the device of the route attached after it.
 type NAT struct {
@@ -62,6 +70,8 @@ func (natSection) setAddr(e *Event, i int, a netip.Addr) {
 }
 
 func (natSection) name() string { return "nat" }
+
+func (natSection) kinds() []kindName { return []kindName{{KindNAT, "nat"}} }
 
 func (natSection) sample(base Event) Event {
 	base.Point, base.Kind, base.Flags = PointNAT, KindNAT, base.Flags|FlagPre

@@ -2,6 +2,15 @@ package event
 
 import "net/netip"
 
+// PointRoute is the route point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointRoute Point = 2
+
+	KindRouteLookup Kind = 2 // a FIB lookup made for a followed packet
+	KindReroute     Kind = 3 // ip_route_me_harder returned
+)
+
 // Route is the payload of a route event: a FIB lookup made for a followed
 // packet, or the re-route after NAT.
 type Route struct {
@@ -67,6 +76,10 @@ func (routeSection) setAddr(e *Event, i int, a netip.Addr) {
 }
 
 func (routeSection) name() string { return "route" }
+
+func (routeSection) kinds() []kindName {
+	return []kindName{{KindRouteLookup, "lookup"}, {KindReroute, "reroute"}}
+}
 
 func (routeSection) sample(base Event) Event {
 	base.Point, base.Kind = PointRoute, KindRouteLookup

@@ -6,6 +6,14 @@ import (
 	"net/netip"
 )
 
+// PointSYN is the syn point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointSYN Point = 4
+
+	KindSYN Kind = 6 // tcp_conn_request's outcome at a listener
+)
+
 // SYNOutcome is what a listener did with a SYN.
 type SYNOutcome uint8
 
@@ -115,6 +123,8 @@ func (synSection) setAddr(e *Event, i int, a netip.Addr) {
 }
 
 func (synSection) name() string { return "syn" }
+
+func (synSection) kinds() []kindName { return []kindName{{KindSYN, "syn"}} }
 
 func (synSection) sample(base Event) Event {
 	base.Point, base.Kind = PointSYN, KindSYN

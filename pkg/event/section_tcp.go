@@ -2,6 +2,17 @@ package event
 
 import "net/netip"
 
+// PointTCP is the tcp point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointTCP Point = 7
+
+	KindSynAckRetransmit Kind = 10 // a SYN-ACK retransmitted
+	KindResetSent        Kind = 11 // a reset sent
+	KindResetReceived    Kind = 12 // a reset received
+	KindTCPState         Kind = 13 // a socket's state change
+)
+
 // TCP is the payload of a tcp event: a socket's state change, reset or
 // SYN-ACK retransmit. The same in the narrow and the wide record.
 type TCP struct {
@@ -37,6 +48,10 @@ func (tcpSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
 func (tcpSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (tcpSection) name() string { return "tcp" }
+
+func (tcpSection) kinds() []kindName {
+	return []kindName{{KindSynAckRetransmit, "synack-retransmit"}, {KindResetSent, "rst-sent"}, {KindResetReceived, "rst-received"}, {KindTCPState, "state"}}
+}
 
 func (tcpSection) sample(base Event) Event {
 	base.Point, base.Kind, base.Packet = PointTCP, KindTCPState, nil

@@ -2,6 +2,15 @@ package event
 
 import "net/netip"
 
+// PointVXLAN is the vxlan point's value in enum nt_point, and its kinds'
+// values are in enum nt_kind.
+const (
+	PointVXLAN Point = 3
+
+	KindVXLANEnter Kind = 4 // the inner packet handed to a vxlan device
+	KindVXLANEncap Kind = 5 // the encapsulated packet built
+)
+
 // VXLAN is the payload of a vxlan event: the encapsulation's VNI and
 // tunnel endpoints.
 type VXLAN struct {
@@ -58,6 +67,10 @@ func (vxlanSection) setAddr(e *Event, i int, a netip.Addr) {
 }
 
 func (vxlanSection) name() string { return "vxlan" }
+
+func (vxlanSection) kinds() []kindName {
+	return []kindName{{KindVXLANEnter, "enter"}, {KindVXLANEncap, "encap"}}
+}
 
 func (vxlanSection) sample(base Event) Event {
 	base.Point, base.Kind = PointVXLAN, KindVXLANEncap
