@@ -97,97 +97,114 @@ func Noise(ctx context.Context, cfg NoiseConfig) (NoiseReport, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	var closers []io.Closer
+	closers, err := serveNoiseTargets()
 	defer func() {
 		for _, c := range closers {
 			c.Close()
 		}
 	}()
+	if err != nil {
+		return NoiseReport{}, err
+	}
+	run := &noiseRun{
+		cfg:  cfg,
+		pace: cfg.Duration * time.Duration(cfg.Workers) / time.Duration(max(cfg.MaxConns, 1)),
+		targets: []string{
+			fmt.Sprintf("%s:%d", Pod1IP, NoisePort),
+			fmt.Sprintf("%s:%d", Pod2IP, NoisePort),
+			fmt.Sprintf("%s:%d", NoiseServiceIP, NoisePort),
+		},
+		rep: NoiseReport{Failed: map[string]int{}},
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < cfg.Workers; w++ {
+		wg.Go(func() { run.connect(ctx, w) })
+	}
+	wg.Go(func() {
+		n := datagrams(ctx, noisePod.Namespace())
+		run.mu.Lock()
+		run.rep.UDPExchanges, run.rep.Pings, run.rep.Multicasts, run.rep.Broadcasts = n[0], n[1], n[2], n[3]
+		run.mu.Unlock()
+	})
+	wg.Go(func() {
+		n := restartQuerier(ctx, NsNode1)
+		run.mu.Lock()
+		run.rep.QuerierRestarts = n
+		run.mu.Unlock()
+	})
+	wg.Wait()
+	return run.rep, nil
+}
+
+// serveNoiseTargets starts the servers the background connections and
+// datagrams go to; closing what it returns stops them.
+func serveNoiseTargets() ([]io.Closer, error) {
+	var closers []io.Closer
 	for _, addr := range []struct {
 		pod  Pod
 		port int
 	}{{basePods[0], NoisePort}, {basePods[1], NoisePort}, {basePods[1], NoiseEndpointPort}} {
 		ln, err := listenIn(addr.pod.Namespace(), fmt.Sprintf("%s:%d", addr.pod.IP, addr.port))
 		if err != nil {
-			return NoiseReport{}, err
+			return closers, err
 		}
 		closers = append(closers, ln)
 		go serveNoise(ln)
 	}
 	udp, err := udpEchoIn(Prefix+"p2", fmt.Sprintf("%s:%d", Pod2IP, NoiseUDPPort))
 	if err != nil {
-		return NoiseReport{}, err
+		return closers, err
 	}
-	closers = append(closers, udp)
+	return append(closers, udp), nil
+}
 
-	rep := NoiseReport{Failed: map[string]int{}}
-	var mu sync.Mutex
-	var conns atomic.Int64
-	var wg sync.WaitGroup
-	pace := cfg.Duration * time.Duration(cfg.Workers) / time.Duration(max(cfg.MaxConns, 1))
-	targets := []string{
-		fmt.Sprintf("%s:%d", Pod1IP, NoisePort),
-		fmt.Sprintf("%s:%d", Pod2IP, NoisePort),
-		fmt.Sprintf("%s:%d", NoiseServiceIP, NoisePort),
-	}
-	for w := 0; w < cfg.Workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			next := time.Now()
-			for i := 0; ctx.Err() == nil; i++ {
-				if conns.Add(1) > int64(cfg.MaxConns) {
-					return
-				}
-				next = next.Add(pace)
-				time.Sleep(time.Until(next))
-				// Worker 0 always reuses its source port, so consecutive
-				// connections share a tuple; the others use ephemeral ports.
-				reuse := w == 0
-				target := targets[(i+w)%len(targets)]
-				if reuse {
-					target = targets[1]
-				}
-				err := noiseConnect(noisePod.Namespace(), target, reuse)
-				mu.Lock()
-				if err != nil && rep.FirstError == "" {
-					rep.FirstError = err.Error()
-				}
-				switch {
-				case errors.Is(err, syscall.EADDRINUSE) || errors.Is(err, syscall.EADDRNOTAVAIL):
-					rep.Unsent++
-				default:
-					rep.TCPConns++
-					if reuse {
-						rep.Reused++
-					}
-					if err != nil {
-						rep.TCPFailed++
-						rep.Failed[target]++
-					}
-				}
-				mu.Unlock()
+// noiseRun is one Noise run's TCP workers' shared pacing and report.
+type noiseRun struct {
+	cfg     NoiseConfig
+	pace    time.Duration // between one worker's connections
+	targets []string
+	conns   atomic.Int64 // connections begun, against cfg.MaxConns
+	mu      sync.Mutex   // guards rep
+	rep     NoiseReport
+}
+
+// connect is worker w: paced short connections until ctx ends or the
+// run's connection budget is spent, each counted in the report.
+func (r *noiseRun) connect(ctx context.Context, w int) {
+	next := time.Now()
+	for i := 0; ctx.Err() == nil; i++ {
+		if r.conns.Add(1) > int64(r.cfg.MaxConns) {
+			return
+		}
+		next = next.Add(r.pace)
+		time.Sleep(time.Until(next))
+		// Worker 0 always reuses its source port, so consecutive
+		// connections share a tuple; the others use ephemeral ports.
+		reuse := w == 0
+		target := r.targets[(i+w)%len(r.targets)]
+		if reuse {
+			target = r.targets[1]
+		}
+		err := noiseConnect(noisePod.Namespace(), target, reuse)
+		r.mu.Lock()
+		if err != nil && r.rep.FirstError == "" {
+			r.rep.FirstError = err.Error()
+		}
+		switch {
+		case errors.Is(err, syscall.EADDRINUSE) || errors.Is(err, syscall.EADDRNOTAVAIL):
+			r.rep.Unsent++
+		default:
+			r.rep.TCPConns++
+			if reuse {
+				r.rep.Reused++
 			}
-		}(w)
+			if err != nil {
+				r.rep.TCPFailed++
+				r.rep.Failed[target]++
+			}
+		}
+		r.mu.Unlock()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n := datagrams(ctx, noisePod.Namespace())
-		mu.Lock()
-		rep.UDPExchanges, rep.Pings, rep.Multicasts, rep.Broadcasts = n[0], n[1], n[2], n[3]
-		mu.Unlock()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		n := restartQuerier(ctx, NsNode1)
-		mu.Lock()
-		rep.QuerierRestarts = n
-		mu.Unlock()
-	}()
-	wg.Wait()
-	return rep, nil
 }
 
 // querierPeriod is how often the background restarts a bridge's querier.
