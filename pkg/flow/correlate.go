@@ -256,19 +256,15 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	if e.Skb == 0 {
 		return key{}
 	}
-	tk := pathTuple(pt).sum()
+	m := packetMarks{tuple: pathTuple(pt).sum(), fp: fingerprint(e), stage: stageOf(e)}
 	if e.Point == event.PointTCP && e.Kind == event.KindResetSent {
 		// The event is about the packet the reset answers, and has the
 		// reset's tuple.
-		tk = pathTuple(pt.Reverse()).sum()
+		m.tuple = pathTuple(pt.Reverse()).sum()
 	}
-	var post uint64
-	hasPost := e.Point == event.PointNAT && e.Flags&event.FlagPre != 0
-	if hasPost {
-		post = pathTuple(e.Tuple).sum()
+	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
+		m.post, m.hasPost = pathTuple(e.Tuple).sum(), true
 	}
-	fp := fingerprint(e)
-	sg := stageOf(e)
 	id := skbID{e.Skb, e.SkbSeen}
 	st := c.recentSkb.state
 	if id != c.recentSkb.id || st == nil {
@@ -277,41 +273,73 @@ func (c *Correlator) packetKey(e *event.Event, pt event.Tuple) key {
 	if st == nil {
 		st = c.newSkbState()
 		c.skbs[id] = st
-	} else if e.Point == event.PointSYN && st.knows(tk) {
+	}
+	var p *packetSigns
+	if st.prevOwns(e, &m) {
+		p = &st.prev
+	} else {
+		cur := c.current(st, e, &m)
+		if cur.first == 0 || e.Time < cur.first {
+			cur.first = e.Time
+		}
+		cur.last = max(cur.last, e.Time)
+		cur.freed = cur.freed || e.Point == event.PointDrop
+		p = &cur.packetSigns
+	}
+	if p.fp == 0 {
+		p.fp = m.fp
+	}
+	p.learn(m.tuple)
+	if m.hasPost {
+		p.learn(m.post)
+	}
+	if e.HasInner() {
+		p.learn(pathTuple(e.Tuple).sum())
+	}
+	c.recentSkb = recentSkb{id: id, state: st}
+	return key{kind: keySkb, id: e.Skb, aux: e.SkbSeen, epoch: p.epoch}
+}
+
+// prevOwns says whether an event is about the packet before the one seen
+// last at its skb identity: made before that one's first event, with the
+// previous packet's signs and not the last one's. It is a last step of the
+// previous packet, which a CPU held while the address went to the next.
+func (st *skbState) prevOwns(e *event.Event, m *packetMarks) bool {
+	return e.SkbSeen != 0 && st.cur.ns != 0 && e.Time < st.cur.first && st.prev.n != 0 &&
+		st.prev.owns(m) && !st.cur.owns(m)
+}
+
+// current returns the packet seen last at an skb identity, with the
+// event's stage passed, or a new one when the event says the address was
+// recycled.
+func (c *Correlator) current(st *skbState, e *event.Event, m *packetMarks) *skbEpoch {
+	cur := &st.cur
+	switch {
+	case cur.ns == 0:
+		// The identity's first event.
+	case e.Point == event.PointSYN && cur.knows(m.tuple):
 		// The user-space syn method reports a SYN after the kernel is done
 		// with it: it is still that packet.
-	} else if e.SkbSeen != 0 && e.Time < st.last && (fp == 0 || st.fp == 0 || fp == st.fp) {
+		return cur
+	case e.SkbSeen != 0 && e.Time < cur.last && (m.fp == 0 || cur.fp == 0 || m.fp == cur.fp):
 		// Made before events already taken, with the packet's bytes and
 		// identity (the kernel names a packet anew once it sees it freed):
 		// a step whose record a CPU held (its pending journey) while the
 		// packet, queued and taken on by another CPU, went on and was
 		// freed there. A recycled address only ever comes later.
-		st.pass(sg)
-	} else if st.freed || e.Time > st.last+skbGap || (fp != 0 && st.fp != 0 && fp != st.fp) ||
-		!(st.knows(tk) || (hasPost && st.knows(post))) || !st.pass(sg) {
+		cur.pass(m.stage)
+		return cur
+	case cur.freed || e.Time > cur.last+skbGap || (m.fp != 0 && cur.fp != 0 && m.fp != cur.fp) ||
+		!cur.had(m) || !cur.pass(m.stage):
 		// A freed, long-silent, different or unrelated packet at the same
 		// identity: the address was recycled and the free not seen.
-		*st = skbState{epoch: c.newEpoch()}
+		st.prev = cur.packetSigns
+		*cur = skbEpoch{packetSigns: packetSigns{epoch: c.newEpoch()}}
+	default:
+		return cur
 	}
-	if st.ns == 0 {
-		st.pass(sg)
-	}
-	if st.fp == 0 {
-		st.fp = fp
-	}
-	st.last = max(st.last, e.Time)
-	st.learn(tk)
-	if hasPost {
-		st.learn(post)
-	}
-	if e.HasInner() {
-		st.learn(pathTuple(e.Tuple).sum())
-	}
-	if e.Point == event.PointDrop {
-		st.freed = true
-	}
-	c.recentSkb = recentSkb{id: id, state: st}
-	return key{kind: keySkb, id: e.Skb, aux: e.SkbSeen, epoch: st.epoch}
+	cur.pass(m.stage)
+	return cur
 }
 
 func (c *Correlator) newEpoch() uint32 {

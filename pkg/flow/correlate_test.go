@@ -174,6 +174,85 @@ func TestHeldStepsJoinTheirPacket(t *testing.T) {
 	}
 }
 
+// A DNS server's answer reuses its query's skb address: the socket read
+// the query without a free the kernel reports, so both have one identity.
+// The query's last step, which its CPU held, comes after the answer's first
+// steps. It joins the query, and the answer stays one packet across its
+// encapsulation on node 2 and its un-DNAT on node 1 (split there, it was a
+// reply that never crossed node 1's NAT).
+func TestLateStepOfThePacketBeforeARecycledAddress(t *testing.T) {
+	var s fixture.Seq
+	const skb = 0x5f00
+	udp := func(src, dst string) event.Tuple {
+		t := fixture.T(src, dst, 0)
+		t.Proto = event.ProtoUDP
+		return t
+	}
+	query, dnat := udp("10.244.1.10:49439", "10.96.0.43:53"), udp("10.244.1.10:49439", "10.244.2.20:53")
+	answer, undnat := dnat.Reverse(), query.Reverse()
+	n1ToN2, n2ToN1 := udp("172.20.0.1:40000", "172.20.0.2:8472"), udp("172.20.0.2:40000", "172.20.0.1:8472")
+	ct := fixture.CT(0xc7, query, answer, event.CTDstNAT|event.CTConfirmed, false)
+	ctReply := *ct
+	ctReply.Info = 3
+	// bytes gives an event the packet bytes its point captures: the inner
+	// packet's behind the outer headers once encapsulated, with the IP id
+	// that tells the query from the answer.
+	bytes := func(e event.Event, id uint16) event.Event {
+		inner := func(t event.Tuple) []byte {
+			b := fixture.TCPPacket(t, id, 0, 0)[:28]
+			b[9] = event.ProtoUDP
+			return b
+		}
+		e.SkbSeen = 1
+		if !e.HasInner() {
+			e.Packet = inner(e.Tuple)
+			return e
+		}
+		outer := inner(e.Tuple)[:20]
+		e.Packet = append(append(outer, make([]byte, 30)...), inner(e.Inner)...)
+		return e
+	}
+	outer := func(e event.Event, inner event.Tuple) event.Event {
+		e.Flags |= event.FlagInner
+		e.Inner = inner
+		return e
+	}
+	const queryID, answerID = 0x1111, 0x2222
+	queryNAT := fixture.NAT(&s, skb, "n1", event.HookPrerouting, query, dnat, ct)
+	queryEvents := []event.Event{
+		bytes(fixture.Dev(&s, skb, "p1/eth0", event.KindDevTx, query), queryID),
+		bytes(queryNAT, queryID),
+		bytes(fixture.Dev(&s, skb, "n1/flannel.1", event.KindDevTx, dnat), queryID),
+		bytes(fixture.Encap(&s, skb, "n1/flannel.1", dnat, "172.20.0.1", "172.20.0.2", 1), queryID),
+		bytes(outer(fixture.NAT(&s, skb, "n1", event.HookOutput, n1ToN2, n1ToN2, nil), dnat), queryID),
+		bytes(outer(fixture.Dev(&s, skb, "n1/eth0", event.KindDevTx, n1ToN2), dnat), queryID),
+		bytes(outer(fixture.Dev(&s, skb, "n2/eth0", event.KindDevRx, n1ToN2), dnat), queryID),
+		bytes(fixture.Dev(&s, skb, "n2/flannel.1", event.KindDevRx, dnat), queryID),
+		bytes(fixture.Dev(&s, skb, "p2/eth0", event.KindDevRx, dnat), queryID),
+	}
+	s.Skip(50_000)
+	answerEvents := []event.Event{
+		bytes(fixture.Dev(&s, skb, "p2/eth0", event.KindDevTx, answer), answerID),
+		bytes(fixture.Dev(&s, skb, "n2/flannel.1", event.KindDevTx, answer), answerID),
+		bytes(fixture.Encap(&s, skb, "n2/flannel.1", answer, "172.20.0.2", "172.20.0.1", 1), answerID),
+		bytes(outer(fixture.NAT(&s, skb, "n2", event.HookOutput, n2ToN1, n2ToN1, nil), answer), answerID),
+		bytes(outer(fixture.Dev(&s, skb, "n2/eth0", event.KindDevTx, n2ToN1), answer), answerID),
+		bytes(outer(fixture.Dev(&s, skb, "n1/eth0", event.KindDevRx, n2ToN1), answer), answerID),
+		bytes(fixture.Dev(&s, skb, "n1/flannel.1", event.KindDevRx, answer), answerID),
+		bytes(fixture.NAT(&s, skb, "n1", event.HookPostrouting, answer, undnat, &ctReply), answerID),
+		bytes(fixture.Dev(&s, skb, "p1/eth0", event.KindDevRx, undnat), answerID),
+	}
+	held := len(queryEvents) - 1
+	in := slices.Concat(queryEvents[:held], answerEvents[:3], queryEvents[held:], answerEvents[3:])
+	_, flows := run(DefaultConfig, in)
+	if len(flows) != 1 || !slices.Equal(packetsOf(flows[0]), []int{len(queryEvents), len(answerEvents)}) {
+		for _, f := range flows {
+			t.Logf("flow %d: packets with %v events", f.ID, packetsOf(f))
+		}
+		t.Fatalf("%d flows, want one with the query's %d events and the answer's %d", len(flows), len(queryEvents), len(answerEvents))
+	}
+}
+
 func TestIdleFlowsEndAndTheLimitEvicts(t *testing.T) {
 	var s fixture.Seq
 	a := fixture.T("10.0.0.1:1000", "10.0.0.2:80", fixture.SYN)

@@ -122,21 +122,63 @@ type skbID struct {
 	addr, seen uint64
 }
 
-// skbState tells whether the next event of an skb identity is the same
-// packet when the kernel did not see it freed (a free without a
-// tracepoint, or a recording without identities): the tuples the packet
-// has had, in its direction (NAT and encapsulation add to them), its
-// fingerprint, the stages it passed, when it was last seen, and whether a
-// drop was reported.
+// skbState tells which packet an event of an skb identity is about when
+// the kernel did not see the last one freed (a free without a tracepoint,
+// as a UDP datagram read by its socket, or a recording without
+// identities): the packet seen last at the identity, and what tells the
+// one before it. A CPU holds the last steps of a packet (its pending
+// journey) while another CPU, given the recycled address, reports the next
+// packet's: they come after the next packet's first steps, and must
+// neither join it nor end it.
 type skbState struct {
-	epoch  uint32
-	last   uint64
-	fp     uint64
-	freed  bool
+	cur  skbEpoch
+	prev packetSigns
+}
+
+// packetSigns tell one packet at an skb identity from another: its epoch,
+// its fingerprint, and the tuples it has had in its direction (NAT and
+// encapsulation add to them).
+type packetSigns struct {
 	tuples [6]uint64 // sums of the path tuples (key.sum): only ever compared
+	fp     uint64
+	epoch  uint32
 	n      uint8
-	stages [24]stage
-	ns     uint8
+}
+
+// skbEpoch is the packet seen last at an skb identity: its signs, the
+// stages it passed, when it was first and last seen, and whether a drop
+// was reported.
+type skbEpoch struct {
+	packetSigns
+	first, last uint64
+	freed       bool
+	stages      [24]stage
+	ns          uint8
+}
+
+// packetMarks are what an event says about the packet it is about, to
+// tell it among the packets seen at its skb identity.
+type packetMarks struct {
+	tuple   uint64 // its path tuple's sum (before any translation)
+	post    uint64 // a NAT event's translated path tuple's sum
+	hasPost bool
+	fp      uint64 // its fingerprint; zero without packet bytes
+	stage   stage
+}
+
+// had says whether the packet had the marks' tuple, or its translation.
+func (s *packetSigns) had(m *packetMarks) bool {
+	return s.knows(m.tuple) || (m.hasPost && s.knows(m.post))
+}
+
+// owns says whether an event made before this packet's next one (a step a
+// CPU held) is about this packet: by fingerprint when both have one, by
+// tuple otherwise.
+func (s *packetSigns) owns(m *packetMarks) bool {
+	if m.fp != 0 && s.fp != 0 {
+		return m.fp == s.fp
+	}
+	return s.had(m)
 }
 
 // pathTuple is a packet's tuple as a key, in its direction: a packet
@@ -183,7 +225,7 @@ func stageOf(e *event.Event) stage {
 // pass records a stage; false when the packet already passed it. Past
 // the stages it can hold (a packet crossing many namespaces) it cannot
 // tell, and says true.
-func (s *skbState) pass(st stage) bool {
+func (s *skbEpoch) pass(st stage) bool {
 	for i := range s.ns {
 		if s.stages[i] == st {
 			return false
@@ -198,7 +240,7 @@ func (s *skbState) pass(st stage) bool {
 }
 
 // knows says whether the packet had a path tuple, by its sum.
-func (s *skbState) knows(sum uint64) bool {
+func (s *packetSigns) knows(sum uint64) bool {
 	for i := range s.n {
 		if s.tuples[i] == sum {
 			return true
@@ -208,7 +250,7 @@ func (s *skbState) knows(sum uint64) bool {
 }
 
 // learn records a path tuple of the packet, by its sum.
-func (s *skbState) learn(sum uint64) {
+func (s *packetSigns) learn(sum uint64) {
 	if s.knows(sum) {
 		return
 	}

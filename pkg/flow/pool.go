@@ -53,8 +53,10 @@ func (c *Correlator) end(f *Flow, done func(*Flow)) {
 		}
 		if k.kind == keySkb {
 			id := skbID{k.id, k.aux}
-			if st := c.skbs[id]; st != nil && st.epoch == k.epoch {
+			if st := c.skbs[id]; st != nil && st.cur.epoch == k.epoch {
 				c.forgetSkb(id)
+			} else if st != nil && st.prev.epoch == k.epoch {
+				st.prev = packetSigns{}
 			}
 		}
 	}
@@ -154,10 +156,10 @@ func (c *Correlator) newSkbState() *skbState {
 	if n := len(c.freeSkbs); n > 0 {
 		st := c.freeSkbs[n-1]
 		c.freeSkbs = c.freeSkbs[:n-1]
-		*st = skbState{epoch: c.newEpoch()}
+		*st = skbState{cur: skbEpoch{packetSigns: packetSigns{epoch: c.newEpoch()}}}
 		return st
 	}
-	return &skbState{epoch: c.newEpoch()}
+	return &skbState{cur: skbEpoch{packetSigns: packetSigns{epoch: c.newEpoch()}}}
 }
 
 func (c *Correlator) newFlow() *Flow {
