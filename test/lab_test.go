@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/test/lab"
@@ -48,6 +49,8 @@ type runOptions struct {
 	allNetns bool
 	// noiseConfig replaces lab.DefaultNoise.
 	noiseConfig *lab.NoiseConfig
+	// clientTimeout replaces the Timeout of the scenario's clients.
+	clientTimeout time.Duration
 	// launcher runs nettrace with the arguments appended (the built
 	// binary when nil).
 	launcher []string
@@ -61,6 +64,11 @@ func runScenario(t *testing.T, name, filter string, watchArgs ...string) labRun 
 func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string) labRun {
 	t.Helper()
 	sc := upLab(t, name)
+	if o.clientTimeout != 0 {
+		for i := range sc.Clients {
+			sc.Clients[i].Timeout = o.clientTimeout
+		}
+	}
 	dir := t.TempDir()
 	// NETTRACE_KEEP_RECORDINGS keeps the recordings of failed runs there,
 	// to replay them (nettrace replay) and see what went wrong.
