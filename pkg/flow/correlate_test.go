@@ -190,7 +190,6 @@ func TestLateStepOfThePacketBeforeARecycledAddress(t *testing.T) {
 	}
 	query, dnat := udp("10.244.1.10:49439", "10.96.0.43:53"), udp("10.244.1.10:49439", "10.244.2.20:53")
 	answer, undnat := dnat.Reverse(), query.Reverse()
-	n1ToN2, n2ToN1 := udp("172.20.0.1:40000", "172.20.0.2:8472"), udp("172.20.0.2:40000", "172.20.0.1:8472")
 	ct := fixture.CT(0xc7, query, answer, event.CTDstNAT|event.CTConfirmed, false)
 	ctReply := *ct
 	ctReply.Info = 3
@@ -212,35 +211,43 @@ func TestLateStepOfThePacketBeforeARecycledAddress(t *testing.T) {
 		e.Packet = append(append(outer, make([]byte, 30)...), inner(e.Inner)...)
 		return e
 	}
-	outer := func(e event.Event, inner event.Tuple) event.Event {
-		e.Flags |= event.FlagInner
-		e.Inner = inner
-		return e
+	// tunnel is a packet's way from one node's flannel.1 to the other's:
+	// encapsulated, its outer packet through the sender's nat OUTPUT, and
+	// across the nodes' eth0.
+	nodeIP := map[string]string{"n1": "172.20.0.1", "n2": "172.20.0.2"}
+	tunnel := func(from, to string, inner event.Tuple) []event.Event {
+		o := udp(nodeIP[from]+":40000", nodeIP[to]+":8472")
+		steps := []event.Event{
+			fixture.Dev(&s, skb, from+"/flannel.1", event.KindDevTx, inner),
+			fixture.Encap(&s, skb, from+"/flannel.1", inner, nodeIP[from], nodeIP[to], 1),
+			fixture.NAT(&s, skb, from, event.HookOutput, o, o, nil),
+			fixture.Dev(&s, skb, from+"/eth0", event.KindDevTx, o),
+			fixture.Dev(&s, skb, to+"/eth0", event.KindDevRx, o),
+		}
+		for i := 2; i < len(steps); i++ {
+			steps[i].Flags |= event.FlagInner
+			steps[i].Inner = inner
+		}
+		return append(steps, fixture.Dev(&s, skb, to+"/flannel.1", event.KindDevRx, inner))
 	}
-	const queryID, answerID = 0x1111, 0x2222
-	queryNAT := fixture.NAT(&s, skb, "n1", event.HookPrerouting, query, dnat, ct)
 	queryEvents := []event.Event{
-		bytes(fixture.Dev(&s, skb, "p1/eth0", event.KindDevTx, query), queryID),
-		bytes(queryNAT, queryID),
-		bytes(fixture.Dev(&s, skb, "n1/flannel.1", event.KindDevTx, dnat), queryID),
-		bytes(fixture.Encap(&s, skb, "n1/flannel.1", dnat, "172.20.0.1", "172.20.0.2", 1), queryID),
-		bytes(outer(fixture.NAT(&s, skb, "n1", event.HookOutput, n1ToN2, n1ToN2, nil), dnat), queryID),
-		bytes(outer(fixture.Dev(&s, skb, "n1/eth0", event.KindDevTx, n1ToN2), dnat), queryID),
-		bytes(outer(fixture.Dev(&s, skb, "n2/eth0", event.KindDevRx, n1ToN2), dnat), queryID),
-		bytes(fixture.Dev(&s, skb, "n2/flannel.1", event.KindDevRx, dnat), queryID),
-		bytes(fixture.Dev(&s, skb, "p2/eth0", event.KindDevRx, dnat), queryID),
+		fixture.Dev(&s, skb, "p1/eth0", event.KindDevTx, query),
+		fixture.NAT(&s, skb, "n1", event.HookPrerouting, query, dnat, ct),
 	}
+	queryEvents = append(append(queryEvents, tunnel("n1", "n2", dnat)...),
+		fixture.Dev(&s, skb, "p2/eth0", event.KindDevRx, dnat))
 	s.Skip(50_000)
 	answerEvents := []event.Event{
-		bytes(fixture.Dev(&s, skb, "p2/eth0", event.KindDevTx, answer), answerID),
-		bytes(fixture.Dev(&s, skb, "n2/flannel.1", event.KindDevTx, answer), answerID),
-		bytes(fixture.Encap(&s, skb, "n2/flannel.1", answer, "172.20.0.2", "172.20.0.1", 1), answerID),
-		bytes(outer(fixture.NAT(&s, skb, "n2", event.HookOutput, n2ToN1, n2ToN1, nil), answer), answerID),
-		bytes(outer(fixture.Dev(&s, skb, "n2/eth0", event.KindDevTx, n2ToN1), answer), answerID),
-		bytes(outer(fixture.Dev(&s, skb, "n1/eth0", event.KindDevRx, n2ToN1), answer), answerID),
-		bytes(fixture.Dev(&s, skb, "n1/flannel.1", event.KindDevRx, answer), answerID),
-		bytes(fixture.NAT(&s, skb, "n1", event.HookPostrouting, answer, undnat, &ctReply), answerID),
-		bytes(fixture.Dev(&s, skb, "p1/eth0", event.KindDevRx, undnat), answerID),
+		fixture.Dev(&s, skb, "p2/eth0", event.KindDevTx, answer),
+	}
+	answerEvents = append(append(answerEvents, tunnel("n2", "n1", answer)...),
+		fixture.NAT(&s, skb, "n1", event.HookPostrouting, answer, undnat, &ctReply),
+		fixture.Dev(&s, skb, "p1/eth0", event.KindDevRx, undnat))
+	for i := range queryEvents {
+		queryEvents[i] = bytes(queryEvents[i], 0x1111)
+	}
+	for i := range answerEvents {
+		answerEvents[i] = bytes(answerEvents[i], 0x2222)
 	}
 	held := len(queryEvents) - 1
 	in := slices.Concat(queryEvents[:held], answerEvents[:3], queryEvents[held:], answerEvents[3:])
