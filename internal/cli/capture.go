@@ -224,6 +224,7 @@ func (c *capture) startRecorders() error {
 		opts := trace.RecordOptions{FileBytes: int64(f.fileSize), Files: f.files, Problem: problem}
 		recorded := c.meta
 		recorded.LossMarks = true // the pipeline records its counts of losses
+		recorded.Ticks = true     // and its ticks
 		rec, err := trace.NewRecorder(f.write, recorded, c.names, opts)
 		if err != nil {
 			return err

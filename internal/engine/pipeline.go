@@ -525,6 +525,11 @@ func (p *Pipeline) recordRuleTraces() {
 // Tick takes the rulesets that changed, ends the flows idle at kernel time
 // now and pushes the recording to disk.
 func (p *Pipeline) Tick(now uint64) {
+	if p.rec != nil {
+		// Where flows end depends on where the ticks fall among events
+		// that come out of order: replay ends them at the same places.
+		p.rec.Tick(now)
+	}
 	p.now = max(p.now, now)
 	for more := true; more; {
 		select {

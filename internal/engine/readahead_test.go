@@ -11,19 +11,30 @@ import (
 )
 
 // recordIncidents writes a recording of incidentStream(conns), every
-// event carrying packet bytes of its own, and returns it with its events.
+// event carrying packet bytes of its own, with a tick (its number) after
+// every 100th event, at the end of every batch ReadAhead reads, after the
+// last and before the first (the tick after n events carries n+1), and
+// returns it with its events.
 func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "incidents.ntrace")
-	w, err := trace.Create(path, trace.Meta{Nettrace: "test", SnapLen: 128, DropReasons: fixture.ReasonNames}, fixture.Context{})
+	w, err := trace.Create(path, trace.Meta{Nettrace: "test", SnapLen: 128, DropReasons: fixture.ReasonNames, Ticks: true}, fixture.Context{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := incidentStream(conns)
+	if err := w.Tick(1); err != nil {
+		t.Fatal(err)
+	}
 	for i := range events {
 		events[i].Packet = []byte{0x45, byte(i), byte(i >> 8), byte(i >> 16)}
 		if err := w.Event(&events[i]); err != nil {
 			t.Fatal(err)
+		}
+		if tickAfter(i+1, len(events)) {
+			if err := w.Tick(uint64(i + 2)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := w.Close(trace.Summary{}); err != nil {
@@ -32,6 +43,12 @@ func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 	return path, events
 }
 
+// tickAfter says whether recordIncidents ticks after the n-th of all events
+// (before the first: n is 0).
+func tickAfter(n, all int) bool { return n%100 == 0 || n%readBatch == 0 || n == all }
+
+// The events come in order with their bytes, across batches, and the
+// ticks in their places among them.
 func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 	path, want := recordIncidents(t, 40) // several batches and a partial one
 	s, _, closeAll, err := OpenRecordings([]string{path})
@@ -39,8 +56,14 @@ func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeAll()
-	n := 0
-	for e := range ReadAhead(s) {
+	n, ticks := 0, 0
+	tick := func(at uint64) {
+		if at != uint64(n+1) || !tickAfter(n, len(want)) {
+			t.Fatalf("tick %d after %d events", at, n)
+		}
+		ticks++
+	}
+	for e := range ReadAhead(s, tick) {
 		if n >= len(want) {
 			t.Fatalf("more than the %d events recorded", len(want))
 		}
@@ -52,6 +75,15 @@ func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 	}
 	if n != len(want) {
 		t.Fatalf("%d events read, %d recorded", n, len(want))
+	}
+	wantTicks := 1
+	for i := range want {
+		if tickAfter(i+1, len(want)) {
+			wantTicks++
+		}
+	}
+	if ticks != wantTicks {
+		t.Fatalf("%d ticks, %d recorded", ticks, wantTicks)
 	}
 	if len(s.Errs) != 0 {
 		t.Fatalf("stream errors: %v", s.Errs)
@@ -69,7 +101,7 @@ func TestReadAheadStopsWithTheLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		for range ReadAhead(s) {
+		for range ReadAhead(s, nil) {
 			if n == stopAt {
 				break
 			}

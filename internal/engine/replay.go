@@ -43,13 +43,15 @@ func StreamNames(s *trace.Stream) output.Names {
 		Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses}
 }
 
-// replayTickEvery is how many events replay takes between ticks: a
-// recording has no clock but its own, so flows end by event time.
+// replayTickEvery is how many events replay takes between ticks when the
+// recording has none of its run's (trace.Meta.Ticks): flows end by event
+// time.
 const replayTickEvery = 4096
 
 // Replay feeds a stream's events, narrowed by prog as watch's filter would
 // have narrowed them, through a pipeline made with o (its names and losses
-// are the stream's), and finishes it.
+// are the stream's), and finishes it. It ends idle flows where the run did
+// when the recording says where (trace.Stream.Ticks).
 func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
 	o.Names = StreamNames(s)
 	if s.CountsLosses() {
@@ -61,9 +63,10 @@ func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
 	o.CrossHost = s.Merged()
 	p := New(o)
 	follow := filter.NewFollower(prog)
+	ticks := s.Ticks()
 	var first, last uint64
 	n := 0
-	for e := range ReadAhead(s) {
+	for e := range ReadAhead(s, p.Tick) {
 		if first == 0 {
 			first = e.Time
 		}
@@ -71,7 +74,7 @@ func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
 		if follow.Follow(e, p.Event) {
 			p.Event(e)
 		}
-		if n%replayTickEvery == 0 {
+		if !ticks && n%replayTickEvery == 0 {
 			p.Tick(e.Time)
 		}
 		n++

@@ -18,7 +18,11 @@
 // form (a bitmap of its non-zero 8-byte words, then those words) and the
 // packet's first bytes; a loss record says which window of kernel time
 // lost how many records and how far losses are counted (so that replay
-// tells complete flows from incomplete ones as the live run did); a summary record (lost events per point) ends a
+// tells complete flows from incomplete ones as the live run did); a tick
+// is a loss record with an empty window and a fifth field, the kernel time
+// at which the run ended idle flows there among the events (Meta.Ticks: so
+// that replay ends them at the same places; a reader that knows only four
+// fields reads an empty window); a summary record (lost events per point) ends a
 // complete recording. A recording cut off by a crash or a full disk reads
 // up to its last complete record, and the reader says where it ends.
 //

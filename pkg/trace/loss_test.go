@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"io"
 	"path/filepath"
 	"reflect"
@@ -99,5 +100,70 @@ func readStream(t *testing.T, s *Stream) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A recording's ticks come to OnTick in their places among its events
+// (during the Next that returns the event after each), never to OnLoss; a
+// reader that knows only loss records reads a tick as an empty one. Merged
+// recordings have no ticks of their own.
+func TestTicksReadInTheirPlaces(t *testing.T) {
+	if !bytes.HasPrefix(encodeTick(7), encodeLoss(event.LossWindow{}, 0)) {
+		t.Fatalf("a tick record does not start as an empty loss record")
+	}
+	path := filepath.Join(t.TempDir(), "ticks.ntrace")
+	w, err := Create(path, Meta{Nettrace: "test", LossMarks: true, Ticks: true}, fixture.Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := fixture.SNATMissing(false)[:4]
+	loss := lossSeen{event.LossWindow{From: 1, To: 2, N: 3}, 2}
+	if err := w.Tick(5); err != nil {
+		t.Fatal(err)
+	}
+	for i := range evs {
+		if err := w.Event(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 0, 2:
+			err = w.Tick(uint64(10 * (i + 1)))
+		case 1:
+			err = w.Losses(loss.win, loss.through)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	type tickSeen struct{ at, after uint64 }
+	var ticks []tickSeen
+	var losses []lossSeen
+	returned := uint64(0)
+	s := open(t, path)
+	s.OnLoss(func(win event.LossWindow, through uint64) {
+		if win.N > 0 {
+			losses = append(losses, lossSeen{win, through})
+		}
+	})
+	s.OnTick(func(at uint64) { ticks = append(ticks, tickSeen{at, returned}) })
+	var e event.Event
+	for s.Next(&e) == nil {
+		returned++
+	}
+	if want := []tickSeen{{5, 0}, {10, 1}, {30, 3}}; !s.Ticks() || !reflect.DeepEqual(ticks, want) {
+		t.Errorf("ticks %+v (stream has ticks: %v), want %+v", ticks, s.Ticks(), want)
+	}
+	if !reflect.DeepEqual(losses, []lossSeen{loss}) {
+		t.Errorf("losses %+v, want %+v", losses, loss)
+	}
+	s = open(t, path, path)
+	ticks = nil
+	s.OnTick(func(at uint64) { ticks = append(ticks, tickSeen{at, 0}) })
+	readStream(t, s)
+	if s.Ticks() || len(ticks) != 0 {
+		t.Errorf("two recordings merged: ticks %v (stream has ticks: %v), want none", ticks, s.Ticks())
 	}
 }

@@ -29,6 +29,13 @@ type Meta struct {
 	// Without them (older recordings, flight recorder windows) every flow
 	// replays as complete.
 	LossMarks bool `json:"loss_marks,omitempty"`
+	// Ticks says the recording has the run's ticks among its events: where
+	// and at what kernel time it ended the flows idle. Replay ends flows
+	// there and only there, so that its flows are the run's even when a
+	// packet's last steps, held by an idle CPU, came after its flow went
+	// idle by the other CPUs' clock. Without them replay ends flows every
+	// few thousand events.
+	Ticks bool `json:"ticks,omitempty"`
 }
 
 // Kernel is what a recording says of the kernel it was made on.

@@ -29,6 +29,9 @@ type Reader struct {
 	RuleTraces ruleset.Traces
 	// OnLoss, when set, is told of each loss record as it is read.
 	OnLoss func(win event.LossWindow, through uint64)
+	// OnTick, when set, is told of each tick as it is read: after the
+	// event before it, before the next.
+	OnTick func(at uint64)
 
 	br     *bufio.Reader
 	closer io.Closer
@@ -224,11 +227,15 @@ func (r *Reader) Next(e *event.Event) error {
 			}
 			r.RuleTraces.Add(t)
 		case recLoss:
-			win, through, err := decodeLoss(payload)
-			if err != nil {
+			win, through, tick, err := decodeLoss(payload)
+			switch {
+			case err != nil:
 				return r.errorf(start, "%v", err)
-			}
-			if r.OnLoss != nil {
+			case tick != 0:
+				if r.OnTick != nil {
+					r.OnTick(tick)
+				}
+			case r.OnLoss != nil:
 				r.OnLoss(win, through)
 			}
 		case recSummary:

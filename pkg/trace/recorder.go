@@ -251,6 +251,16 @@ func (r *Recorder) Losses(win event.LossWindow, through uint64) {
 	r.afterRecord()
 }
 
+// Tick records that the run ended the flows idle at kernel time at, here
+// among its events.
+func (r *Recorder) Tick(at uint64) {
+	if !r.prepare() {
+		return
+	}
+	r.enc.record(recLoss, encodeTick(at))
+	r.afterRecord()
+}
+
 // RuleTrace records a step of nftables tracing.
 func (r *Recorder) RuleTrace(t *ruleset.Trace) {
 	if !r.prepare() {

@@ -48,6 +48,10 @@ type Stream struct {
 	counted []uint64
 	onLoss  func(win event.LossWindow, through uint64)
 	early   []event.LossWindow // read before onLoss was set
+	// onTick is told of the recording's ticks (Ticks); earlyTicks were
+	// read with the first event, before Next returned it.
+	onTick     func(at uint64)
+	earlyTicks []uint64
 
 	// names guards netns, reasons and symbols: they grow as events are
 	// read, and are looked up by whatever explains and shows the events
@@ -167,6 +171,7 @@ func newStream(readers []*Reader, id func(*event.Event) (uint64, bool)) (*Stream
 	}
 	for i, r := range readers {
 		r.OnLoss = func(win event.LossWindow, through uint64) { s.lossRead(i, win, through) }
+		r.OnTick = s.tickRead
 	}
 	for i := range readers {
 		s.advance(i)
@@ -195,6 +200,33 @@ func (s *Stream) OnLoss(f func(win event.LossWindow, through uint64)) {
 	}
 	s.tellLosses(event.LossWindow{})
 	s.early = nil
+}
+
+// Ticks says whether the stream is one recording file with its run's
+// ticks (Meta.Ticks). Several recordings' ticks are each their own host's,
+// and a split recording's parts are merged by time, which may put a late
+// event of one part before a tick of the other: only one file keeps each
+// tick in its place.
+func (s *Stream) Ticks() bool {
+	return len(s.readers) == 1 && s.readers[0].Meta.Ticks
+}
+
+// OnTick has f told, on the goroutine that reads events, of each tick when
+// the stream has them (Ticks): during the Next that returns the event
+// after it. Set it before the first Next.
+func (s *Stream) OnTick(f func(at uint64)) {
+	if s.Ticks() {
+		s.onTick = f
+	}
+}
+
+func (s *Stream) tickRead(at uint64) {
+	switch {
+	case s.onTick != nil:
+		s.onTick(at)
+	case s.Ticks():
+		s.earlyTicks = append(s.earlyTicks, at)
+	}
 }
 
 func (s *Stream) lossRead(i int, win event.LossWindow, through uint64) {
@@ -314,6 +346,12 @@ func (s *Stream) hostName(n int) string {
 // Next delivers the earliest event of all recordings; io.EOF after the
 // last. e.Packet is valid until the next call.
 func (s *Stream) Next(e *event.Event) error {
+	if len(s.earlyTicks) > 0 && s.onTick != nil {
+		for _, at := range s.earlyTicks {
+			s.onTick(at)
+		}
+		s.earlyTicks = nil
+	}
 	if s.taken >= 0 {
 		s.advance(s.taken)
 		s.taken = -1

@@ -152,6 +152,12 @@ func (w *Writer) Losses(win event.LossWindow, through uint64) error {
 	return w.record(recLoss, encodeLoss(win, through))
 }
 
+// Tick appends a tick: the run ended the flows idle at kernel time at here,
+// among its events (Meta.Ticks).
+func (w *Writer) Tick(at uint64) error {
+	return w.record(recLoss, encodeTick(at))
+}
+
 func encodeLoss(win event.LossWindow, through uint64) []byte {
 	p := binary.AppendUvarint(nil, win.From)
 	p = binary.AppendUvarint(p, win.To)
@@ -159,15 +165,29 @@ func encodeLoss(win event.LossWindow, through uint64) []byte {
 	return binary.AppendUvarint(p, through)
 }
 
-func decodeLoss(p []byte) (win event.LossWindow, through uint64, err error) {
+// encodeTick writes a tick as a loss record that counts nothing, with the
+// tick's time after its four fields: a reader that knows only loss records
+// reads an empty window and ignores the rest.
+func encodeTick(at uint64) []byte {
+	return binary.AppendUvarint(encodeLoss(event.LossWindow{}, 0), at)
+}
+
+// decodeLoss reads a loss record: a window and how far losses are
+// counted, or (tick non-zero) a tick.
+func decodeLoss(p []byte) (win event.LossWindow, through, tick uint64, err error) {
 	for _, v := range []*uint64{&win.From, &win.To, &win.N, &through} {
 		n := 0
 		if *v, n = binary.Uvarint(p); n <= 0 {
-			return win, 0, errors.New("loss record too short")
+			return win, 0, 0, errors.New("loss record too short")
 		}
 		p = p[n:]
 	}
-	return win, through, nil
+	if len(p) > 0 {
+		if tick, _ = binary.Uvarint(p); tick == 0 {
+			return win, 0, 0, errors.New("loss record with a tick at 0")
+		}
+	}
+	return win, through, tick, nil
 }
 
 // RuleTrace appends a step of nftables tracing.
