@@ -123,9 +123,8 @@ type skbID struct {
 }
 
 // skbState tells which packet an event of an skb identity is about when
-// the kernel did not see the last one freed (a free without a tracepoint,
-// as a UDP datagram read by its socket, or a recording without
-// identities): the packet seen last at the identity, and what tells the
+// the kernel did not see the last one freed (a free the drop point does not
+// see, or a recording without identities): the packet seen last at the identity, and what tells the
 // one before it. A CPU holds the last steps of a packet (its pending
 // journey) while another CPU, given the recycled address, reports the next
 // packet's: they come after the next packet's first steps, and must
