@@ -63,6 +63,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	// Tests bring a lab scenario up and leave it for the next one, which
+	// replaces it: the last one's namespaces, servers and rules go here,
+	// whether the tests passed or not.
+	if err := lab.Down(); err != nil {
+		fmt.Fprintln(os.Stderr, "lab down:", err)
+		code = 1
+	}
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
