@@ -311,6 +311,9 @@ func (c *capture) pipeline() *engine.Pipeline {
 	if c.rules != nil {
 		o.RuleChanges = c.rules.Changes()
 	}
+	if c.tracer != nil {
+		o.RuleTracesRead = c.tracer.ReadThrough
+	}
 	p := engine.New(o)
 	for _, s := range c.first {
 		p.AddRuleset(s)

@@ -51,6 +51,7 @@ type Pipeline struct {
 	ruleChanges  <-chan ruleset.Snapshot
 	ruleTraces   <-chan ruleset.Trace
 	rulesChanged func(netns uint32)
+	tracesRead   func() uint64
 
 	// ended carries finished flows, numbered, to the goroutines that
 	// explain and render them; rendered carries them on to the one that
@@ -165,6 +166,10 @@ type Options struct {
 	// each namespace whose ruleset changed (rule positions move).
 	RuleTraces   <-chan ruleset.Trace
 	RulesChanged func(netns uint32)
+	// RuleTracesRead, when rules are traced, is how far their trace steps
+	// are read (kernel time): a flow's rules are named once its packets'
+	// steps are in.
+	RuleTracesRead func() uint64
 	// Losses, when the run counts its losses, mark incomplete flows.
 	Losses *flow.Losses
 	// CrossHost joins a connection's flows on several hosts into one
@@ -186,7 +191,7 @@ const maxKeptText = 64 << 10
 func New(o Options) *Pipeline {
 	p := &Pipeline{names: o.Names, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
 		counts: map[event.Point]uint64{}, findings: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
-		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, losses: o.Losses}
+		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
@@ -322,10 +327,23 @@ func (p *Pipeline) releaseKnown() {
 }
 
 // LossesCounted takes a count of the kernel's losses: the window's, and
-// that every loss before through is counted. The recording keeps it when
-// records were lost, and at least once a second otherwise, so that replay
-// knows as much.
+// that every loss before through is counted. A flow is explained once its
+// losses are counted and, when rules are traced, its packets' trace steps
+// read: through is held back to where the steps are read (for at most
+// ruleset.TraceWindow, past which a step is no packet's), and the steps
+// read are recorded ahead of the count, so that replay, which releases
+// flows by the recorded counts, finds the same steps. The recording keeps
+// the count when records were lost, and at least once a second otherwise.
 func (p *Pipeline) LossesCounted(win event.LossWindow, through uint64) {
+	if p.tracesRead != nil {
+		// Read before the steps are recorded: every step it covers is
+		// then in the recording ahead of this count.
+		read := p.tracesRead()
+		through = min(through, max(read, win.To-min(win.To, ruleset.TraceWindow)))
+	}
+	if p.rec != nil {
+		p.recordRuleTraces()
+	}
 	p.losses.Add(win, through)
 	if p.rec != nil && (win.N > 0 || time.Since(p.lossesRecorded) >= time.Second) {
 		p.rec.Losses(win, through)

@@ -13,6 +13,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
 // incidentStream is the five incidents and their healthy twins repeated
@@ -324,6 +325,50 @@ func TestLossesMarkTheFlowsTheyTouch(t *testing.T) {
 		marks := strings.Count(out.String(), "records lost while it was open") + strings.Count(out.String(), `"incomplete":true`)
 		if marks != 4 {
 			t.Errorf("%s: %d flows shown incomplete, want 4", format, marks)
+		}
+	}
+}
+
+// TestFlowsWaitForTheirRuleTraces: with rules traced, a flow whose losses
+// are counted still waits until the trace steps of its packets are read,
+// and no longer than ruleset.TraceWindow past its end when the reader
+// never catches up.
+func TestFlowsWaitForTheirRuleTraces(t *testing.T) {
+	events := fixture.SNATMissing(false)
+	last := events[len(events)-1].Time
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
+	for _, catchUp := range []bool{true, false} {
+		var read uint64
+		var out bytes.Buffer
+		p := New(Options{Format: "json", Names: names, Stdout: &out, Losses: &flow.Losses{},
+			RuleTracesRead: func() uint64 { return read }})
+		for i := range events {
+			p.Event(&events[i])
+		}
+		ended := last + uint64(flow.DefaultConfig.Idle) + 1
+		p.Tick(ended)
+		p.LossesCounted(event.LossWindow{To: ended}, ended)
+		if len(p.unsure) == 0 {
+			t.Fatal("flows explained before their rule traces were read")
+		}
+		held, flowEnded := len(p.unsure), p.unsure[len(p.unsure)-1].Ended
+		if catchUp {
+			read = flowEnded
+			p.LossesCounted(event.LossWindow{From: ended, To: ended + 1}, ended+1)
+		} else {
+			stall := flowEnded + ruleset.TraceWindow
+			p.LossesCounted(event.LossWindow{From: ended, To: stall - 1}, stall-1)
+			if len(p.unsure) != held {
+				t.Fatalf("stalled reader: %d of %d flows let go before the trace window was over", held-len(p.unsure), held)
+			}
+			p.LossesCounted(event.LossWindow{From: stall - 1, To: stall}, stall)
+		}
+		if len(p.unsure) != 0 {
+			t.Errorf("caught up %v: %d flows still waiting", catchUp, len(p.unsure))
+		}
+		sum := p.Finish(nil, nil, 0)
+		if sum.Findings["snat-missing-on-tunnel"] != 1 {
+			t.Errorf("caught up %v: findings %v", catchUp, sum.Findings)
 		}
 	}
 }

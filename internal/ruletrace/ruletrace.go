@@ -14,6 +14,7 @@ package ruletrace
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -92,32 +93,33 @@ func (t *Tracer) Invalidate(ino uint32) {
 // ruleset.
 func (t *Tracer) Lost() uint64 { return t.lost.Load() }
 
-// quiet is how long a trace socket must stay without messages for Sync to
-// take it as drained: a reader with messages queued gets them at once.
-const quiet = 20 * time.Millisecond
-
-// Sync waits (up to a second) until every namespace's reader has taken the
-// trace messages queued so far: called before the last flows are
-// explained, it lets the packets just seen be named as traced.
-func (t *Tracer) Sync() {
+// ReadThrough is the kernel time through which every namespace's trace
+// steps have been delivered: a packet that passed its rules before it has
+// every step it will ever have. Flows wait for it before they are
+// explained, so that their rules are named as traced, not guessed.
+func (t *Tracer) ReadThrough() uint64 {
 	t.mu.Lock()
-	spaces := make([]*space, 0, len(t.spaces))
+	defer t.mu.Unlock()
+	through := uint64(math.MaxUint64)
 	for _, s := range t.spaces {
-		spaces = append(spaces, s)
+		if s.traces != nil {
+			through = min(through, s.readThrough.Load())
+		}
 	}
-	t.mu.Unlock()
-	time.Sleep(quiet)
-	// A reader woken for a message just queued has had quiet to take it
-	// before the first look.
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
-		time.Sleep(quiet / 4)
-		now, busy := int64(kernel.MonotonicNow()), false
-		for _, s := range spaces {
-			busy = busy || now-s.lastRead.Load() < int64(quiet)
-		}
-		if !busy {
-			return
-		}
+	return through
+}
+
+// syncWait bounds Sync: a reader that cannot catch up in that long is
+// behind for good, and its packets' rules are named from the ruleset.
+const syncWait = time.Second
+
+// Sync waits (up to syncWait) until every namespace's reader has
+// delivered the trace steps of the packets seen so far: called before the
+// last flows are explained, it lets those packets be named as traced.
+func (t *Tracer) Sync() {
+	now := kernel.MonotonicNow()
+	for deadline := time.Now().Add(syncWait); t.ReadThrough() < now && time.Now().Before(deadline); {
+		time.Sleep(idleRead / 10)
 	}
 }
 
@@ -143,9 +145,10 @@ type space struct {
 	traces *netlink.Conn
 	lookup *nftables.Conn
 	stale  atomic.Bool
-	// lastRead is when the reader last received or finished a batch
-	// (monotonic ns).
-	lastRead atomic.Int64
+	// readThrough is the kernel time through which the reader has
+	// delivered every step (ReadThrough): when it last found the socket
+	// empty with nothing in hand; MaxUint64 once it has stopped.
+	readThrough atomic.Uint64
 
 	// Owned by the reading goroutine.
 	hooks     map[chainKey]string         // base chains' hooks
@@ -176,6 +179,8 @@ const traceBuffer = 8 << 20
 // was opened is closed.
 func (t *Tracer) open(target netns.Target) (_ *space, err error) {
 	s := &space{target: target, hooks: map[chainKey]string{}, positions: map[chainKey]map[uint64]int{}, current: map[uint32]where{}}
+	// No packet was traced here before the table exists.
+	s.readThrough.Store(kernel.MonotonicNow())
 	defer func() {
 		if err != nil {
 			s.close()
@@ -249,38 +254,76 @@ func (s *space) close() {
 	}
 }
 
+// idleRead is how long the reader waits for a message before it looks
+// again whether the socket is empty: how far ReadThrough may lag behind
+// the kernel on a namespace without traced packets.
+const idleRead = 100 * time.Millisecond
+
 // read delivers the namespace's trace steps until its socket closes.
 func (s *space) read(t *Tracer) {
+	defer s.readThrough.Store(math.MaxUint64)
 	for {
+		before := kernel.MonotonicNow()
+		if s.empty(t) {
+			// Every step queued before now was taken and delivered.
+			s.readThrough.Store(before)
+		}
+		if err := s.traces.SetReadDeadline(time.Now().Add(idleRead)); err != nil {
+			t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
+			return
+		}
 		msgs, err := s.traces.Receive()
-		if err != nil {
-			if errors.Is(err, unix.ENOBUFS) {
-				t.lost.Add(1)
-				continue
-			}
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case errors.Is(err, unix.ENOBUFS):
+			t.lost.Add(1)
+			continue
+		case err != nil:
 			if !errors.Is(err, os.ErrClosed) && !isClosing(t) {
 				t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
 			}
 			return
 		}
-		at := kernel.MonotonicNow()
-		s.lastRead.Store(int64(at))
-		for _, m := range msgs {
-			if m.Header.Type != traceType {
-				continue
-			}
-			st, err := decodeStep(m.Data)
-			if err != nil {
-				t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
-				continue
-			}
-			if tr, ok := s.resolve(st, at); ok {
-				t.steps(tr)
-			}
+		s.deliver(t, msgs)
+	}
+}
+
+// empty says whether the trace socket has no message queued, peeking
+// without taking any: an overflow it finds is counted as lost.
+func (s *space) empty(t *Tracer) bool {
+	raw, err := s.traces.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var peekErr error
+	var b [1]byte
+	if err := raw.Control(func(fd uintptr) {
+		_, _, peekErr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	}); err != nil {
+		return false
+	}
+	if errors.Is(peekErr, unix.ENOBUFS) {
+		t.lost.Add(1)
+	}
+	return errors.Is(peekErr, unix.EAGAIN)
+}
+
+// deliver resolves a batch of trace messages and hands on their steps.
+func (s *space) deliver(t *Tracer, msgs []netlink.Message) {
+	at := kernel.MonotonicNow()
+	for _, m := range msgs {
+		if m.Header.Type != traceType {
+			continue
 		}
-		// Resolving may have asked the kernel for rule positions: the
-		// batch is done only now.
-		s.lastRead.Store(int64(kernel.MonotonicNow()))
+		st, err := decodeStep(m.Data)
+		if err != nil {
+			t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
+			continue
+		}
+		if tr, ok := s.resolve(st, at); ok {
+			t.steps(tr)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package ruletrace
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
@@ -187,5 +189,59 @@ func TestTracesNameRulesAndLeaveNothing(t *testing.T) {
 	tr.Close()
 	if after := inNamespace(t, target.Name, "nft --stateless list ruleset"); after != before {
 		t.Errorf("the ruleset changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestReadThroughCoversDeliveredSteps: once ReadThrough passes the time a
+// packet went through its rules, that packet's steps have been delivered,
+// though delivering each one is slow; it keeps advancing on a namespace
+// without traffic, the reader still delivers after such idle waits, and a
+// closed tracer holds nothing back.
+func TestReadThroughCoversDeliveredSteps(t *testing.T) {
+	// The jump's step comes before the DNAT's: a reader that said it was
+	// through with the packet after delivering one step would be caught.
+	target := newNamespace(t,
+		"iptables -t nat -N TEST-SVC",
+		"iptables -t nat -A OUTPUT -d 10.99.0.1 -j TEST-SVC",
+		"iptables -t nat -A TEST-SVC -p udp --dport 7 -j DNAT --to-destination 127.0.0.1:7")
+	prog, err := filter.Compile("udp and host 10.99.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got collector
+	slowAdd := func(s ruleset.Trace) {
+		time.Sleep(50 * time.Millisecond)
+		got.add(s)
+	}
+	tr, err := Start([]netns.Target{target}, prog, slowAdd, got.report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for round := range 2 {
+		// Idle for several of the reader's waits before each packet.
+		time.Sleep(3 * idleRead)
+		inNamespace(t, target.Name, "echo x > /dev/udp/10.99.0.1/7")
+		sent := kernel.MonotonicNow()
+		for deadline := time.Now().Add(10 * time.Second); tr.ReadThrough() < sent; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: ReadThrough stuck at %d, the packet was sent by %d (reported: %v)", round, tr.ReadThrough(), sent, got.reported)
+			}
+		}
+		got.mu.Lock()
+		dnats := 0
+		for _, s := range got.steps {
+			if s.Table == "nat" && s.Verdict == "accept" {
+				dnats++
+			}
+		}
+		got.mu.Unlock()
+		if dnats != round+1 {
+			t.Fatalf("round %d: ReadThrough passed the packet with %d DNAT steps delivered, want %d", round, dnats, round+1)
+		}
+	}
+	tr.Close()
+	if through := tr.ReadThrough(); through != math.MaxUint64 {
+		t.Errorf("closed tracer: ReadThrough %d, want no bound", through)
 	}
 }

@@ -101,9 +101,9 @@ func (ts *Traces) Add(t Trace) {
 	ts.n++
 }
 
-// traceWindow is how long after an event a trace step of its packet may
+// TraceWindow is how long after an event a trace step of its packet may
 // be read: the reader runs behind the kernel by at most this much.
-const traceWindow = 5_000_000_000
+const TraceWindow = 5_000_000_000
 
 // traceSlack is how long before an event a trace step of its packet may
 // have been read: the clocks are the same, but the event's time is taken
@@ -113,7 +113,7 @@ const traceSlack = 1_000_000
 
 // Pass returns the steps of the packets with tuple p seen at hook in netns
 // at kernel time at: of the traced packets with that tuple there, those
-// read after it (within traceWindow), each one's steps in order, the first
+// read after it (within TraceWindow), each one's steps in order, the first
 // read first. Several packets of one connection can pass within a
 // reader's lag, and only what they did tells them apart (FirstPass,
 // TracedDrop). nil when no trace of it was kept.
@@ -127,7 +127,7 @@ func (ts *Traces) Pass(netns uint32, hook string, p Packet, at uint64) []Trace {
 	steps := append(ts.old[k][:len(ts.old[k]):len(ts.old[k])], ts.cur[k]...)
 	var ids []uint32
 	for _, s := range steps {
-		if s.Time+traceSlack >= at && s.Time <= at+traceWindow && !slices.Contains(ids, s.ID) {
+		if s.Time+traceSlack >= at && s.Time <= at+TraceWindow && !slices.Contains(ids, s.ID) {
 			ids = append(ids, s.ID)
 		}
 	}
