@@ -268,11 +268,7 @@ func (s *space) read(t *Tracer) {
 			// Every step queued before now was taken and delivered.
 			s.readThrough.Store(before)
 		}
-		if err := s.traces.SetReadDeadline(time.Now().Add(idleRead)); err != nil {
-			t.report(fmt.Errorf("rule traces of %s: %w", s.target.Name, err))
-			return
-		}
-		msgs, err := s.traces.Receive()
+		msgs, err := s.receive()
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			continue
@@ -287,6 +283,14 @@ func (s *space) read(t *Tracer) {
 		}
 		s.deliver(t, msgs)
 	}
+}
+
+// receive waits up to idleRead for the next trace messages.
+func (s *space) receive() ([]netlink.Message, error) {
+	if err := s.traces.SetReadDeadline(time.Now().Add(idleRead)); err != nil {
+		return nil, err
+	}
+	return s.traces.Receive()
 }
 
 // empty says whether the trace socket has no message queued, peeking

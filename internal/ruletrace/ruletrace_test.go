@@ -196,7 +196,7 @@ func TestTracesNameRulesAndLeaveNothing(t *testing.T) {
 // packet went through its rules, that packet's steps have been delivered,
 // though delivering each one is slow; it keeps advancing on a namespace
 // without traffic, the reader still delivers after such idle waits, and a
-// closed tracer holds nothing back.
+// closed tracer holds nothing back and reports no error.
 func TestReadThroughCoversDeliveredSteps(t *testing.T) {
 	// The jump's step comes before the DNAT's: a reader that said it was
 	// through with the packet after delivering one step would be caught.
@@ -243,5 +243,8 @@ func TestReadThroughCoversDeliveredSteps(t *testing.T) {
 	tr.Close()
 	if through := tr.ReadThrough(); through != math.MaxUint64 {
 		t.Errorf("closed tracer: ReadThrough %d, want no bound", through)
+	}
+	if len(got.reported) > 0 {
+		t.Errorf("reported: %v", got.reported)
 	}
 }
