@@ -41,7 +41,10 @@ static __always_inline bool tcp_sock_tuple(const struct sock_common *skc, struct
 	return true;
 }
 
-static __always_inline void tcp_report(const struct sock_common *skc, struct nt_event *e)
+/* Reports an event of socket skc (NULL: the event's tuple names it).
+ * refused: a reset refusing a connection, evidence of failure (nt_failure
+ * judges the rest). */
+static __always_inline void tcp_report(const struct sock_common *skc, struct nt_event *e, bool refused)
 {
 	if (!e->tuple.proto && (!skc || !tcp_sock_tuple(skc, &e->tuple)))
 		return;
@@ -54,7 +57,7 @@ static __always_inline void tcp_report(const struct sock_common *skc, struct nt_
 		return;
 	if (nt_follow(e->skb, 0, &e->tuple, NULL) == NT_SKIP)
 		return;
-	nt_submit(e);
+	nt_submit_as(e, refused || nt_failure(e));
 }
 
 SEC("tp_btf/tcp_retransmit_synack")
@@ -66,7 +69,7 @@ int BPF_PROG(tcp_synack_retrans, const struct sock *sk, const struct request_soc
 		return 0;
 
 	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_SYNACK_RETRANS, 0);
-	tcp_report(&req->__req_common, e);
+	tcp_report(&req->__req_common, e, false);
 	return 0;
 }
 
@@ -75,6 +78,7 @@ int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 {
 	NT_EVENT(e);
 	struct nt_tuple in = {};
+	bool refused = false;
 
 	if (!e)
 		return 0;
@@ -88,6 +92,7 @@ int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 		e->tuple.sport = in.dport;
 		e->tuple.dport = in.sport;
 		e->tuple.tcp_flags = 0;
+		refused = in.tcp_flags & TCP_FLAG_SYN;
 		nt_fill_dev(BPF_CORE_READ(skb, dev), e);
 	}
 	/* A listener answers a segment no connection owns (an ACK after its
@@ -97,7 +102,7 @@ int BPF_PROG(tcp_rst_sent, const struct sock *sk, const struct sk_buff *skb)
 		e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 		sk = NULL;
 	}
-	tcp_report(sk ? &sk->__sk_common : NULL, e);
+	tcp_report(sk ? &sk->__sk_common : NULL, e, refused);
 	return 0;
 }
 
@@ -110,7 +115,8 @@ int BPF_PROG(tcp_rst_recv, const struct sock *sk)
 		return 0;
 
 	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_RST_RECV, 0);
-	tcp_report(&sk->__sk_common, e);
+	/* A reset answering this socket's SYN: the connection refused. */
+	tcp_report(&sk->__sk_common, e, BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_SYN_SENT);
 	return 0;
 }
 
@@ -127,6 +133,6 @@ int BPF_PROG(tcp_state, const struct sock *sk, int oldstate, int newstate)
 	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_STATE, 0);
 	e->u.tcp.oldstate = oldstate;
 	e->u.tcp.newstate = newstate;
-	tcp_report(&sk->__sk_common, e);
+	tcp_report(&sk->__sk_common, e, false);
 	return 0;
 }

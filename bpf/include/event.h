@@ -59,25 +59,86 @@ static __always_inline void nt_count_lost(__u8 point)
 	nt_count_undelivered(point);
 }
 
-/* Under overload the ring buffer keeps its last quarter for evidence of
- * failure: a device hop or a route lookup (healthy detail, more than half
- * of a busy node's records) is shed, and counted, once less than that is
- * free, while drops, NAT, encapsulation, listener and TCP records still
- * fit. The fill level is read without a lock, which is all a threshold
- * needs. */
-static __always_inline bool nt_ring_reserved(void)
+/* How full the ring buffer is, for shedding under overload. Its last
+ * quarter is kept for evidence: a device hop or a route lookup (healthy
+ * detail, more than half of a busy node's records) is shed, and counted,
+ * once less than that is free, while NAT, encapsulation and TCP records
+ * still fit. Its last eighth is kept for evidence of failure alone
+ * (nt_failure): a drop, a listener's refusal, a reset refusing a
+ * connection, and the journey of the packet such a failure is about (its
+ * NAT steps explain it). The fill
+ * level is read without a lock, which is all a threshold needs. */
+enum nt_ring_level {
+	NT_RING_ROOM,
+	NT_RING_DETAIL_SHED,
+	NT_RING_FAILURES_ONLY,
+};
+
+static __always_inline enum nt_ring_level nt_ring_level(void)
 {
 	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
 
-	return pending * 4 >= size * 3;
+	if (pending * 8 >= size * 7)
+		return NT_RING_FAILURES_ONLY;
+	if (pending * 4 >= size * 3)
+		return NT_RING_DETAIL_SHED;
+	return NT_RING_ROOM;
 }
 
-static __always_inline bool nt_shed(const struct nt_event *e)
+/* Whether the kernel's drop reason r (enum skb_drop_reason, whose values
+ * differ between kernels: CO-RE relocates each, and a reason the kernel
+ * lacks matches nothing) is a TCP socket's ordinary handling of a segment
+ * it has no use for: one arriving after the socket closed or reset, or
+ * outside its window, one it held when it closed, or a free without a
+ * reason. A busy node's healthy connections end with such drops: a client
+ * closing without reading its reply makes two or three. */
+#define NT_REASON(r, name)                                                           \
+	(bpf_core_enum_value_exists(enum skb_drop_reason, SKB_DROP_REASON_##name) && \
+	 (r) == bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_##name))
+
+static __always_inline bool nt_socket_drop(__u32 r)
 {
-	if (e->point != NT_POINT_DEV && e->point != NT_POINT_ROUTE)
-		return false;
-	if (!nt_ring_reserved())
+	return NT_REASON(r, NOT_SPECIFIED) || NT_REASON(r, NO_SOCKET) || NT_REASON(r, SOCKET_CLOSE) ||
+	       NT_REASON(r, QUEUE_PURGE) || NT_REASON(r, TCP_CLOSE) || NT_REASON(r, TCP_RESET) ||
+	       NT_REASON(r, TCP_ABORT_ON_DATA) || NT_REASON(r, TCP_FLAGS) || NT_REASON(r, TCP_OLD_DATA) ||
+	       NT_REASON(r, TCP_OLD_SEQUENCE) || NT_REASON(r, TCP_INVALID_SEQUENCE) || NT_REASON(r, TCP_OLD_ACK) ||
+	       NT_REASON(r, TCP_TOO_OLD_ACK) || NT_REASON(r, TCP_ZEROWINDOW) || NT_REASON(r, TCP_OFOMERGE);
+}
+
+/* Whether an event is evidence of failure by what it is: a drop (but a
+ * TCP socket's ordinary drop of a segment without SYN: a SYN's drop is
+ * always evidence, and a packet of another protocol nobody listens for
+ * gets no reset to tell of it), a listener's outcome other than a request
+ * queued, a SYN-ACK retransmitted, a connect given up. A reset is
+ * evidence by its context, which the TCP point judges (nt_submit_as). */
+static __always_inline bool nt_failure(const struct nt_event *e)
+{
+	switch (e->point) {
+	case NT_POINT_DROP:
+		return e->tuple.proto != IPPROTO_TCP || (e->tuple.tcp_flags & TCP_FLAG_SYN) ||
+		       !nt_socket_drop(e->u.drop.reason);
+	case NT_POINT_SYN:
+		return e->u.syn.outcome != NT_SYN_QUEUED;
+	case NT_POINT_TCP:
+		return e->kind == NT_KIND_TCP_SYNACK_RETRANS ||
+		       (e->kind == NT_KIND_TCP_STATE && e->u.tcp.oldstate == TCP_SYN_SENT &&
+			e->u.tcp.newstate == TCP_CLOSE);
+	}
+	return false;
+}
+
+/* Whether an event is healthy detail: a device hop or a route lookup. */
+static __always_inline bool nt_detail(__u8 point)
+{
+	return point == NT_POINT_DEV || point == NT_POINT_ROUTE;
+}
+
+/* Whether an event is shed, and counted per point, once the ring buffer
+ * is at level from or fuller. */
+static __always_inline bool nt_shed(const struct nt_event *e, enum nt_ring_level from)
+{
+	if (nt_ring_level() < from)
 		return false;
 	nt_count_undelivered(NT_SHED_KEY(e->point));
 	return true;
@@ -303,20 +364,26 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
 }
 
 /* Sends this CPU's pending journey as one record. Under overload a
- * journey of device hops and route lookups only is shed (nt_shed), one
- * holding anything else goes out whole (its later device hops were shed
- * as they came, nt_journey_take). Counted per point, as events. The
- * caller holds it (busy) or interrupted nothing that does. */
-static __always_inline void nt_journey_send(struct nt_journey *j)
+ * journey of device hops and route lookups only is shed, one holding
+ * anything else goes out whole (its later device hops were shed as they
+ * came, nt_journey_take); in the ring's last eighth every journey is shed
+ * but that of failed, the packet of the failure being reported (0: none).
+ * Counted per point, as events. The caller holds it (busy) or interrupted
+ * nothing that does. */
+static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 {
 	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
 	__u64 len = snap_len;
+	enum nt_ring_level level;
 	struct nt_hops_tail *tail;
 
 	if (!j->pending)
 		return;
 	j->pending = 0;
-	if (j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1 && nt_ring_reserved()) {
+	level = nt_ring_level();
+	if ((level == NT_RING_FAILURES_ONLY && (!failed || j->head.skb != failed)) ||
+	    (level == NT_RING_DETAIL_SHED &&
+	     j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1)) {
 		nt_journey_count(j, NT_POINT_MAX);
 		return;
 	}
@@ -348,12 +415,12 @@ static __always_inline struct nt_journey *nt_journey(void)
 /* Sends this CPU's pending journey before another record, so that each
  * CPU's records stay in the order they were made. Not from a program
  * nested inside one changing it (busy): that one sends it. */
-static __always_inline void nt_journey_flush(void)
+static __always_inline void nt_journey_flush(__u64 failed)
 {
 	struct nt_journey *j = nt_journey();
 
 	if (j && j->pending && !j->busy)
-		nt_journey_send(j);
+		nt_journey_send(j, failed);
 }
 
 /* The packet at this address is freed: its journey is complete. */
@@ -362,7 +429,7 @@ static __always_inline void nt_journey_end(__u64 skb)
 	struct nt_journey *j = nt_journey();
 
 	if (j && j->pending && !j->busy && j->head.skb == skb)
-		nt_journey_send(j);
+		nt_journey_send(j, 0);
 }
 
 /* Whether the event in next is a step of the head's packet: the same skb
@@ -405,7 +472,7 @@ static __always_inline bool nt_journey_add(struct nt_journey *j)
 static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buff *skb, bool use_data,
 					     bool direct)
 {
-	nt_journey_send(j);
+	nt_journey_send(j, 0);
 	j->head = j->next;
 	j->head.caplen = 0;
 	if (skb && snap_len > 0 && snap_len <= NT_SNAP_MAX)
@@ -430,8 +497,9 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 		return false;
 	/* Under overload a device hop or route lookup joins no journey: shed
 	 * (and counted) as it would be on its own, so that the journeys of
-	 * evidence (NAT, encapsulation) keep the ring buffer's last quarter. */
-	if (step && nt_shed(e))
+	 * evidence (NAT, encapsulation) keep the ring buffer's last quarter.
+	 * Other steps join: their journey is judged as it goes out. */
+	if (step && nt_detail(e->point) && nt_shed(e, NT_RING_DETAIL_SHED))
 		return true;
 	j = nt_journey();
 	if (!j || j->busy)
@@ -468,23 +536,30 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 }
 
 /* Whether the event needs no record of its own: taken into this CPU's
- * journey, or shed. Otherwise the journey pending goes out first. (A
- * device hop in a program nested inside a journey's change is checked for
+ * journey, or shed. Otherwise the journey pending goes out first, kept in
+ * the ring's last eighth when it is the packet of this failure. Evidence
+ * of failure is never shed, and joins no journey, which may be. (A device
+ * hop in a program nested inside a journey's change is checked for
  * shedding twice.) */
-static __always_inline bool nt_no_record(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
+static __always_inline bool nt_no_record(struct nt_event *e, bool failure, struct sk_buff *skb, bool use_data,
+					 bool direct)
 {
-	if (nt_journey_take(e, skb, use_data, direct))
+	if (!failure && nt_journey_take(e, skb, use_data, direct))
 		return true;
-	nt_journey_flush();
-	return nt_shed(e);
+	nt_journey_flush(failure ? e->skb : 0);
+	if (failure)
+		return false;
+	return nt_shed(e, nt_detail(e->point) ? NT_RING_DETAIL_SHED : NT_RING_FAILURES_ONLY);
 }
 
-static __always_inline void nt_submit(struct nt_event *e)
+/* Submits an event, evidence of failure or not (nt_failure's judgement, or
+ * the point's own). */
+static __always_inline void nt_submit_as(struct nt_event *e, bool failure)
 {
 	struct nt_event4 *n;
 	struct nt_event *rec;
 
-	if (nt_no_record(e, NULL, false, false))
+	if (nt_no_record(e, failure, NULL, false, false))
 		return;
 	if (nt_stamp(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
@@ -506,6 +581,11 @@ static __always_inline void nt_submit(struct nt_event *e)
 	bpf_ringbuf_submit(n, nt_wakeup(sizeof(*n)));
 }
 
+static __always_inline void nt_submit(struct nt_event *e)
+{
+	nt_submit_as(e, nt_failure(e));
+}
+
 /* Submits an event followed by the first bytes of its packet from the IP
  * header. A record's size must be a constant for bpf_ringbuf_reserve:
  * snap_len is read-only data, which the verifier treats as a known scalar,
@@ -520,7 +600,7 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 		nt_submit(e);
 		return;
 	}
-	if (nt_no_record(e, skb, use_data, direct))
+	if (nt_no_record(e, nt_failure(e), skb, use_data, direct))
 		return;
 	if (nt_wide(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);

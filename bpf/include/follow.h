@@ -88,10 +88,6 @@ static __always_inline void nt_track(__u64 skb, __u64 ct, const struct nt_tuple 
 #define NT_REPORT 1 /* followed and reported */
 #define NT_QUIET 2  /* followed, reported only if dropped */
 
-#define TCP_FLAG_FIN 0x01
-#define TCP_FLAG_SYN 0x02
-#define TCP_FLAG_RST 0x04
-
 /* A TCP segment without SYN, FIN or RST (data or an ACK), unless every
  * packet is wanted: what an established connection mostly carries. */
 static __always_inline bool nt_plain_segment(const struct nt_tuple *c)

@@ -8,6 +8,11 @@
 
 #include "base.h"
 
+/* The TCP flags of a tuple's tcp_flags (the header's flags byte). */
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_RST 0x04
+
 /* Reads the ports (ICMP: type, code and echo id) of the transport header at
  * th, and returns the offset just past it. */
 static __always_inline __u32 nt_read_ports_cast(unsigned char *th, __u32 thoff, struct nt_tuple *t)

@@ -657,8 +657,8 @@ type jsonSummary struct {
 	// only): the kernel gathers a packet's device hops into one.
 	Records uint64            `json:"kernel_records,omitempty"`
 	Lost    map[string]uint64 `json:"lost"`
-	// Shed are the records of healthy detail not sent, per point, to keep
-	// room for evidence of failure in a filling ring buffer.
+	// Shed are the records not sent, per point, to keep room for evidence
+	// in a filling ring buffer (probe.Tracer.Shed).
 	Shed         map[string]uint64 `json:"shed"`
 	Flows        uint64            `json:"flows"`
 	FlowsEvicted uint64            `json:"flows_evicted"`

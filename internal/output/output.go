@@ -123,8 +123,8 @@ type Summary struct {
 	// only): a record may carry a packet's several device hops.
 	Records uint64
 	Lost    map[event.Point]uint64
-	// Shed are the records of healthy detail not sent, to keep room in a
-	// filling ring buffer for evidence of failure.
+	// Shed are the records not sent to keep room in a filling ring buffer
+	// for evidence (probe.Tracer.Shed).
 	Shed     map[event.Point]uint64
 	Duration time.Duration
 	Flows    flow.Stats

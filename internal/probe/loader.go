@@ -576,9 +576,9 @@ func (t *Tracer) SetDeadline(d time.Time) { t.reader.SetDeadline(d) }
 // Lost returns the records dropped because the ring buffer was full, per point.
 func (t *Tracer) Lost() (map[event.Point]uint64, error) { return t.undelivered(0) }
 
-// Shed returns the records of healthy detail (device hops, route lookups)
-// not sent, per point, to keep room in a filling ring buffer for evidence
-// of failure.
+// Shed returns the records not sent, per point, to keep room in a filling
+// ring buffer for evidence: healthy detail (device hops, route lookups)
+// first, then everything but evidence of failure.
 func (t *Tracer) Shed() (map[event.Point]uint64, error) { return t.undelivered(t.shedKeys()) }
 
 // shedKeys is where the shed counters begin: the lost map holds the lost
