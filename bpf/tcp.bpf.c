@@ -42,9 +42,8 @@ static __always_inline bool tcp_sock_tuple(const struct sock_common *skc, struct
 }
 
 /* Reports an event of socket skc (NULL: the event's tuple names it).
- * refused: a reset refusing a connection, evidence of failure (nt_failure
- * judges the rest). */
-static __always_inline void tcp_report(const struct sock_common *skc, struct nt_event *e, bool refused)
+ * failure: the event is evidence of failure (nt_submit_as). */
+static __always_inline void tcp_report(const struct sock_common *skc, struct nt_event *e, bool failure)
 {
 	if (!e->tuple.proto && (!skc || !tcp_sock_tuple(skc, &e->tuple)))
 		return;
@@ -57,7 +56,7 @@ static __always_inline void tcp_report(const struct sock_common *skc, struct nt_
 		return;
 	if (nt_follow(e->skb, 0, &e->tuple, NULL) == NT_SKIP)
 		return;
-	nt_submit_as(e, refused || nt_failure(e));
+	nt_submit_as(e, failure);
 }
 
 SEC("tp_btf/tcp_retransmit_synack")
@@ -69,7 +68,8 @@ int BPF_PROG(tcp_synack_retrans, const struct sock *sk, const struct request_soc
 		return 0;
 
 	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_SYNACK_RETRANS, 0);
-	tcp_report(&req->__req_common, e, false);
+	/* The listener's SYN-ACK went unanswered. */
+	tcp_report(&req->__req_common, e, true);
 	return 0;
 }
 
@@ -133,6 +133,7 @@ int BPF_PROG(tcp_state, const struct sock *sk, int oldstate, int newstate)
 	nt_init(e, NT_POINT_TCP, NT_KIND_TCP_STATE, 0);
 	e->u.tcp.oldstate = oldstate;
 	e->u.tcp.newstate = newstate;
-	tcp_report(&sk->__sk_common, e, false);
+	/* A connect given up: evidence of failure. */
+	tcp_report(&sk->__sk_common, e, oldstate == TCP_SYN_SENT && newstate == TCP_CLOSE);
 	return 0;
 }

@@ -31,7 +31,7 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 			mtu = BPF_CORE_READ(out, mtu);
 			e->u.drop.dst_mtu = mtu > 0xffff ? 0xffff : mtu;
 		}
-		nt_submit_skb(e, skb, false, direct);
+		nt_submit_skb_as(e, skb, false, direct, nt_drop_failure(e));
 	}
 	nt_journey_end((__u64)skb);
 	nt_untrack_skb((__u64)skb);

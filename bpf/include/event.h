@@ -63,10 +63,11 @@ static __always_inline void nt_count_lost(__u8 point)
  * quarter is kept for evidence: a device hop or a route lookup (healthy
  * detail, more than half of a busy node's records) is shed, and counted,
  * once less than that is free, while NAT, encapsulation and TCP records
- * still fit. Its last eighth is kept for evidence of failure alone
- * (nt_failure): a drop, a listener's refusal, a reset refusing a
- * connection, and the journey of the packet such a failure is about (its
- * NAT steps explain it). The fill
+ * still fit. Its last eighth is kept for evidence of failure alone, as
+ * each point judges it (nt_submit_as): a drop (nt_drop_failure), a
+ * listener's refusal, a reset refusing a connection, a SYN-ACK
+ * retransmitted, a connect given up, and the journey of the packet such a
+ * failure is about (its NAT steps explain it). The fill
  * level is read without a lock, which is all a threshold needs. */
 enum nt_ring_level {
 	NT_RING_ROOM,
@@ -106,26 +107,13 @@ static __always_inline bool nt_socket_drop(__u32 r)
 	       NT_REASON(r, TCP_TOO_OLD_ACK) || NT_REASON(r, TCP_ZEROWINDOW) || NT_REASON(r, TCP_OFOMERGE);
 }
 
-/* Whether an event is evidence of failure by what it is: a drop (but a
- * TCP socket's ordinary drop of a segment without SYN: a SYN's drop is
- * always evidence, and a packet of another protocol nobody listens for
- * gets no reset to tell of it), a listener's outcome other than a request
- * queued, a SYN-ACK retransmitted, a connect given up. A reset is
- * evidence by its context, which the TCP point judges (nt_submit_as). */
-static __always_inline bool nt_failure(const struct nt_event *e)
+/* Whether a drop is evidence of failure: any but a TCP socket's ordinary
+ * drop of a segment without SYN (a SYN's drop always is, and a packet of
+ * another protocol nobody listens for gets no reset to tell of it). */
+static __always_inline bool nt_drop_failure(const struct nt_event *e)
 {
-	switch (e->point) {
-	case NT_POINT_DROP:
-		return e->tuple.proto != IPPROTO_TCP || (e->tuple.tcp_flags & TCP_FLAG_SYN) ||
-		       !nt_socket_drop(e->u.drop.reason);
-	case NT_POINT_SYN:
-		return e->u.syn.outcome != NT_SYN_QUEUED;
-	case NT_POINT_TCP:
-		return e->kind == NT_KIND_TCP_SYNACK_RETRANS ||
-		       (e->kind == NT_KIND_TCP_STATE && e->u.tcp.oldstate == TCP_SYN_SENT &&
-			e->u.tcp.newstate == TCP_CLOSE);
-	}
-	return false;
+	return e->tuple.proto != IPPROTO_TCP || (e->tuple.tcp_flags & TCP_FLAG_SYN) ||
+	       !nt_socket_drop(e->u.drop.reason);
 }
 
 /* Whether an event is healthy detail: a device hop or a route lookup. */
@@ -369,29 +357,35 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
  * came, nt_journey_take); in the ring's last eighth every journey is shed
  * but that of failed, the packet of the failure being reported (0: none).
  * Counted per point, as events. The caller holds it (busy) or interrupted
- * nothing that does. */
-static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
+ * nothing that does.
+ *
+ * A global function, not inlined: the verifier checks it once, on its own,
+ * rather than along every path of every program that sends a journey. (The
+ * consume_skb program, inlining it with the ring's three levels, passed the
+ * verifier's million instructions under a filter of two ports.) It sees j,
+ * a map value at the call, as memory of the struct's size, maybe NULL. */
+__noinline int nt_journey_send(struct nt_journey *j, __u64 failed)
 {
-	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
-	__u64 len = snap_len;
 	enum nt_ring_level level;
 	struct nt_hops_tail *tail;
+	__u64 at, len = snap_len;
 
-	if (!j->pending)
-		return;
+	if (!j || !j->pending)
+		return 0;
+	at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
 	j->pending = 0;
 	level = nt_ring_level();
 	if ((level == NT_RING_FAILURES_ONLY && (!failed || j->head.skb != failed)) ||
 	    (level == NT_RING_DETAIL_SHED &&
 	     j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1)) {
 		nt_journey_count(j, NT_POINT_MAX);
-		return;
+		return 0;
 	}
 	/* The bounds are for the verifier, which cannot see snap_len <=
 	 * NT_SNAP_MAX and hops <= NT_JOURNEY_HOPS through the sums. */
 	if (j->hops) {
 		if (at > NT_HOPS_ROOM)
-			return;
+			return 0;
 		tail = (void *)j->tail + at;
 		tail->count = j->hops;
 		tail->_pad = 0;
@@ -399,10 +393,11 @@ static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 		len = at + sizeof(*tail);
 	}
 	if (len > sizeof(j->tail))
-		return;
+		return 0;
 	len += sizeof(struct nt_event4);
 	if (bpf_ringbuf_output(&events, &j->head, len, nt_wakeup_output(len)))
 		nt_journey_count(j, 0);
+	return 0;
 }
 
 static __always_inline struct nt_journey *nt_journey(void)
@@ -552,8 +547,9 @@ static __always_inline bool nt_no_record(struct nt_event *e, bool failure, struc
 	return nt_shed(e, nt_detail(e->point) ? NT_RING_DETAIL_SHED : NT_RING_FAILURES_ONLY);
 }
 
-/* Submits an event, evidence of failure or not (nt_failure's judgement, or
- * the point's own). */
+/* Submits an event, evidence of failure or not as its point judges. The
+ * judgement is a constant at most call sites (nt_submit): the verifier
+ * then walks one of the paths that depend on it, not both. */
 static __always_inline void nt_submit_as(struct nt_event *e, bool failure)
 {
 	struct nt_event4 *n;
@@ -583,24 +579,24 @@ static __always_inline void nt_submit_as(struct nt_event *e, bool failure)
 
 static __always_inline void nt_submit(struct nt_event *e)
 {
-	nt_submit_as(e, nt_failure(e));
+	nt_submit_as(e, false);
 }
 
 /* Submits an event followed by the first bytes of its packet from the IP
  * header. A record's size must be a constant for bpf_ringbuf_reserve:
  * snap_len is read-only data, which the verifier treats as a known scalar,
  * and each form has its own reserve. */
-static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *skb, bool use_data,
-					  bool direct)
+static __always_inline void nt_submit_skb_as(struct nt_event *e, struct sk_buff *skb, bool use_data,
+					     bool direct, bool failure)
 {
 	struct nt_event4 *n;
 	struct nt_event *rec;
 
 	if (snap_len == 0 || snap_len > NT_SNAP_MAX || !skb) {
-		nt_submit(e);
+		nt_submit_as(e, failure);
 		return;
 	}
-	if (nt_no_record(e, nt_failure(e), skb, use_data, direct))
+	if (nt_no_record(e, failure, skb, use_data, direct))
 		return;
 	if (nt_wide(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);
@@ -627,6 +623,11 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 	nt_stamp(e);
 	nt_narrow(n, e);
 	bpf_ringbuf_submit(n, nt_wakeup(sizeof(*n) + snap_len));
+}
+
+static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
+{
+	nt_submit_skb_as(e, skb, use_data, direct, false);
 }
 
 static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, __u64 skb)

@@ -99,7 +99,7 @@ static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u
 	e->u.syn.accept_qlen = q->accept_qlen;
 	e->u.syn.accept_max = q->accept_max;
 	e->u.syn.outcome = outcome;
-	nt_submit_skb(e, skb, false, false);
+	nt_submit_skb_as(e, skb, false, false, outcome != NT_SYN_QUEUED);
 }
 
 /* Takes the SYN-ACK this CPU sent for a SYN of sequence number seq: its
