@@ -357,35 +357,29 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
  * came, nt_journey_take); in the ring's last eighth every journey is shed
  * but that of failed, the packet of the failure being reported (0: none).
  * Counted per point, as events. The caller holds it (busy) or interrupted
- * nothing that does.
- *
- * A global function, not inlined: the verifier checks it once, on its own,
- * rather than along every path of every program that sends a journey. (The
- * consume_skb program, inlining it with the ring's three levels, passed the
- * verifier's million instructions under a filter of two ports.) It sees j,
- * a map value at the call, as memory of the struct's size, maybe NULL. */
-__noinline int nt_journey_send(struct nt_journey *j, __u64 failed)
+ * nothing that does. */
+static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 {
+	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
+	__u64 len = snap_len;
 	enum nt_ring_level level;
 	struct nt_hops_tail *tail;
-	__u64 at, len = snap_len;
 
-	if (!j || !j->pending)
-		return 0;
-	at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
+	if (!j->pending)
+		return;
 	j->pending = 0;
 	level = nt_ring_level();
 	if ((level == NT_RING_FAILURES_ONLY && (!failed || j->head.skb != failed)) ||
 	    (level == NT_RING_DETAIL_SHED &&
 	     j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1)) {
 		nt_journey_count(j, NT_POINT_MAX);
-		return 0;
+		return;
 	}
 	/* The bounds are for the verifier, which cannot see snap_len <=
 	 * NT_SNAP_MAX and hops <= NT_JOURNEY_HOPS through the sums. */
 	if (j->hops) {
 		if (at > NT_HOPS_ROOM)
-			return 0;
+			return;
 		tail = (void *)j->tail + at;
 		tail->count = j->hops;
 		tail->_pad = 0;
@@ -393,11 +387,10 @@ __noinline int nt_journey_send(struct nt_journey *j, __u64 failed)
 		len = at + sizeof(*tail);
 	}
 	if (len > sizeof(j->tail))
-		return 0;
+		return;
 	len += sizeof(struct nt_event4);
 	if (bpf_ringbuf_output(&events, &j->head, len, nt_wakeup_output(len)))
 		nt_journey_count(j, 0);
-	return 0;
 }
 
 static __always_inline struct nt_journey *nt_journey(void)
