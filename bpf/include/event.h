@@ -67,8 +67,8 @@ static __always_inline void nt_count_lost(__u8 point)
  * each point judges it (nt_submit_as): a drop (nt_drop_failure), a
  * listener's refusal, a reset refusing a connection, a SYN-ACK
  * retransmitted, a connect given up, and the journey of the packet such a
- * failure is about (its NAT steps explain it). The fill
- * level is read without a lock, which is all a threshold needs. */
+ * failure is about (its NAT steps explain it). The fill level is read
+ * without a lock, which is all a threshold needs. */
 enum nt_ring_level {
 	NT_RING_ROOM,
 	NT_RING_DETAIL_SHED,
