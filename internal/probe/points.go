@@ -85,7 +85,7 @@ var points = []pointDef{
 		{method: MethodTpBTF, programs: []program{
 			{name: "route_fib_lookup", candidates: []string{"fib_table_lookup"}},
 			{name: "route_fib6_lookup", candidates: []string{"fib6_table_lookup"}},
-		}},
+		}, requires: (*Tracer).rerouteLookupAttributable},
 	}},
 	{name: "vxlan", load: loadVxlan, methods: []methodDef{
 		{method: MethodFentry, programs: []program{
