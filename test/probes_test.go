@@ -26,11 +26,13 @@ type probesReport struct {
 	Points []probe.Status
 }
 
-func runProbes(t *testing.T) probesReport {
+// runProbes reports the points' methods, with the methods forced by args
+// (--method point=method).
+func runProbes(t *testing.T, args ...string) probesReport {
 	t.Helper()
-	out, err := exec.Command(nettraceBin, "probes", "--json").Output()
+	out, err := exec.Command(nettraceBin, append([]string{"probes", "--json"}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("nettrace probes: %v", err)
+		t.Fatalf("nettrace probes %s: %v", strings.Join(args, " "), err)
 	}
 	var r probesReport
 	if err := json.Unmarshal(out, &r); err != nil {
@@ -92,6 +94,29 @@ func TestProbesReportMethodsAndReasons(t *testing.T) {
 	for _, name := range []string{"drop", "dev", "tcp"} {
 		if m := points[name].Method; m != probe.MethodTpBTF {
 			t.Errorf("%s: method %q, want tp_btf on a BTF kernel", name, m)
+		}
+	}
+}
+
+// The FIB lookup tracepoint tells which packet a lookup re-routes only
+// inside the window of the nat point's netfilter programs: with NAT
+// observed otherwise the route point refuses it and says why, rather than
+// attach a method that reports no re-route.
+func TestProbesRouteLookupsNeedNetfilterNAT(t *testing.T) {
+	for _, nat := range []probe.Method{probe.MethodFentry, probe.MethodNetfilter} {
+		r := runProbes(t, "--method", "route=tp_btf", "--method", "nat="+string(nat))
+		points := map[string]probe.Status{}
+		for _, s := range r.Points {
+			points[s.Point] = s
+		}
+		route, reason := points["route"].Method, skipReason(points["route"], probe.MethodTpBTF)
+		switch {
+		case points["nat"].Method != probe.MethodNetfilter && route == probe.MethodTpBTF:
+			t.Errorf("nat=%s: route attached tp_btf beside nat's %q", nat, points["nat"].Method)
+		case points["nat"].Method != probe.MethodNetfilter && !strings.Contains(reason, "nat point's netfilter programs"):
+			t.Errorf("nat=%s: route's tp_btf refused for %q, want the nat point's netfilter programs named", nat, reason)
+		case points["nat"].Method == probe.MethodNetfilter && route != probe.MethodTpBTF:
+			t.Errorf("nat=netfilter: route method %q, want tp_btf; skipped: %+v", route, points["route"].Skipped)
 		}
 	}
 }
