@@ -1,9 +1,7 @@
 package test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,18 +72,11 @@ func outcome(p output.JSONPacket, s output.JSONStep) string {
 // those that attached on this kernel.
 func methodsAttaching(t *testing.T, forced map[string]string) map[string]string {
 	t.Helper()
-	args := []string{"probes", "--json"}
+	var args []string
 	for p, m := range forced {
 		args = append(args, "--method", p+"="+m)
 	}
-	out, err := exec.Command(nettraceBin, args...).Output()
-	if err != nil {
-		t.Fatalf("nettrace %s: %v", strings.Join(args, " "), err)
-	}
-	var r probesReport
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("probes JSON: %v\n%s", err, out)
-	}
+	r := runProbes(t, args...)
 	attached := map[string]string{}
 	for _, s := range r.Points {
 		if m, ok := forced[s.Point]; ok && string(s.Method) == m {

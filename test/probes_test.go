@@ -26,6 +26,15 @@ type probesReport struct {
 	Points []probe.Status
 }
 
+// byPoint returns the report's points by name.
+func (r probesReport) byPoint() map[string]probe.Status {
+	points := map[string]probe.Status{}
+	for _, s := range r.Points {
+		points[s.Point] = s
+	}
+	return points
+}
+
 // runProbes reports the points' methods, with the methods forced by args
 // (--method point=method).
 func runProbes(t *testing.T, args ...string) probesReport {
@@ -56,10 +65,7 @@ func skipReason(s probe.Status, m probe.Method) string {
 // CI host (no kprobes, lockdown) and in the VM kernels.
 func TestProbesReportMethodsAndReasons(t *testing.T) {
 	r := runProbes(t)
-	points := map[string]probe.Status{}
-	for _, s := range r.Points {
-		points[s.Point] = s
-	}
+	points := r.byPoint()
 	for _, name := range probe.PointNames() {
 		if _, ok := points[name]; !ok {
 			t.Errorf("point %s missing from the report", name)
@@ -104,11 +110,7 @@ func TestProbesReportMethodsAndReasons(t *testing.T) {
 // attach a method that reports no re-route.
 func TestProbesRouteLookupsNeedNetfilterNAT(t *testing.T) {
 	for _, nat := range []probe.Method{probe.MethodFentry, probe.MethodNetfilter} {
-		r := runProbes(t, "--method", "route=tp_btf", "--method", "nat="+string(nat))
-		points := map[string]probe.Status{}
-		for _, s := range r.Points {
-			points[s.Point] = s
-		}
+		points := runProbes(t, "--method", "route=tp_btf", "--method", "nat="+string(nat)).byPoint()
 		route, reason := points["route"].Method, skipReason(points["route"], probe.MethodTpBTF)
 		switch {
 		case points["nat"].Method != probe.MethodNetfilter && route == probe.MethodTpBTF:
