@@ -7,35 +7,11 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
-func addrPort(t event.Tuple, source bool) string {
-	var b [64]byte
-	if source {
-		return string(appendAddrPort(b[:0], t.Src, t.Sport))
-	}
-	return string(appendAddrPort(b[:0], t.Dst, t.Dport))
-}
-
 // Step says in a few words what one event did to its packet. The flow
 // (nil when unknown) names the hook of the request's translation a
 // reply's undoes.
 func (n Names) Step(f *flow.Flow, e *event.Event) string {
-	return viewOf(e.Point).step(n, f, e)
-}
-
-// requestHook is " at HOOK" of the flow's translation t in a namespace,
-// or "" when the flow does not show it.
-func requestHook(f *flow.Flow, netns uint32, t event.Translation) string {
-	if f == nil {
-		return ""
-	}
-	for _, p := range f.Packets {
-		for i := range p.Events {
-			if e := &p.Events[i]; e.Netns == netns && e.Translation()&t != 0 {
-				return " at " + e.Hook.String()
-			}
-		}
-	}
-	return ""
+	return event.ViewOf(e.Point).Step(n.lookup(), f, e)
 }
 
 // PacketEnd says where a packet's path ended.
@@ -49,13 +25,13 @@ func (n Names) PacketEnd(p *flow.Packet) string {
 	if where == "" && last.Point == event.PointDrop {
 		// Freed where no namespace or device holds it (a closing socket's
 		// queue): the place in the kernel says it.
-		on = "at " + n.symbol(last.Drop.Location)
+		on = "at " + n.SymbolName(last.Drop.Location)
 	}
 	switch {
-	case last.Point == event.PointDrop && n.dropReason(last.Drop.Reason) == "NOT_SPECIFIED":
+	case last.Point == event.PointDrop && n.ReasonName(last.Drop.Reason) == "NOT_SPECIFIED":
 		return fmt.Sprintf("freed %s (the kernel gave no drop reason)", on)
 	case last.Point == event.PointDrop:
-		return fmt.Sprintf("dropped (%s) %s", n.dropReason(last.Drop.Reason), on)
+		return fmt.Sprintf("dropped (%s) %s", n.ReasonName(last.Drop.Reason), on)
 	case last.Point == event.PointSYN:
 		return fmt.Sprintf("at the listener in %s: %s", n.netns(last.Netns), last.SYN.Outcome)
 	case last.Point == event.PointNAT && last.Hook == event.HookInput:

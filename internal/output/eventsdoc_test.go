@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
 // eventsDoc is the JSON schema's documentation.
@@ -98,11 +100,11 @@ func TestEventsDocMatchesTheJSONObjects(t *testing.T) {
 		typ        reflect.Type
 	}{
 		{"## `{\"type\":\"event\"}`", "ct", reflect.TypeFor[JSONConntrack]()},
-		{"## `{\"type\":\"event\"}`", "route", reflect.TypeFor[JSONRoute]()},
-		{"## `{\"type\":\"event\"}`", "vxlan", reflect.TypeFor[JSONVXLAN]()},
-		{"## `{\"type\":\"event\"}`", "syn", reflect.TypeFor[JSONSYN]()},
-		{"## `{\"type\":\"event\"}`", "drop", reflect.TypeFor[JSONDrop]()},
-		{"## `{\"type\":\"event\"}`", "tcp", reflect.TypeFor[JSONTCP]()},
+		{"## `{\"type\":\"event\"}`", "route", reflect.TypeFor[event.JSONRoute]()},
+		{"## `{\"type\":\"event\"}`", "vxlan", reflect.TypeFor[event.JSONVXLAN]()},
+		{"## `{\"type\":\"event\"}`", "syn", reflect.TypeFor[event.JSONSYN]()},
+		{"## `{\"type\":\"event\"}`", "drop", reflect.TypeFor[event.JSONDrop]()},
+		{"## `{\"type\":\"event\"}`", "tcp", reflect.TypeFor[event.JSONTCP]()},
 		{"## `{\"type\":\"flow\"}`", "packets", reflect.TypeFor[JSONPacket]()},
 		{"## `{\"type\":\"flow\"}`", "packets.steps", reflect.TypeFor[JSONStep]()},
 		{"## `{\"type\":\"explanation\"}`", "evidence", reflect.TypeFor[JSONEvidence]()},

@@ -57,12 +57,12 @@ type JSONEvent struct {
 	// (event.Translation): dnat, snat, undnat, unsnat.
 	Translations []string `json:"translations,omitempty"`
 	// CTInvalid says conntrack judged the packet INVALID at a nat event.
-	CTInvalid bool           `json:"ct_invalid,omitempty"`
-	OutDev    string         `json:"out_dev,omitempty"`
-	CT        *JSONConntrack `json:"ct,omitempty"`
-	Route     *JSONRoute     `json:"route,omitempty"`
-	VXLAN     *JSONVXLAN     `json:"vxlan,omitempty"`
-	SYN       *JSONSYN       `json:"syn,omitempty"`
-	Drop      *JSONDrop      `json:"drop,omitempty"`
-	TCP       *JSONTCP       `json:"tcp,omitempty"`
+	CTInvalid bool             `json:"ct_invalid,omitempty"`
+	OutDev    string           `json:"out_dev,omitempty"`
+	CT        *JSONConntrack   `json:"ct,omitempty"`
+	Route     *event.JSONRoute `json:"route,omitempty"`
+	VXLAN     *event.JSONVXLAN `json:"vxlan,omitempty"`
+	SYN       *event.JSONSYN   `json:"syn,omitempty"`
+	Drop      *event.JSONDrop  `json:"drop,omitempty"`
+	TCP       *event.JSONTCP   `json:"tcp,omitempty"`
 }

@@ -75,12 +75,12 @@ func (n Names) convertEvent(e *event.Event) *JSONEvent {
 	case event.PointNAT:
 		if e.Flags&event.FlagPre != 0 {
 			j.Pre = NewJSONTuple(e.NAT.Pre)
-			j.Translated = bareTuple(e.NAT.Pre) != bareTuple(e.Tuple)
+			j.Translated = e.NAT.Pre.WithoutFlags() != e.Tuple.WithoutFlags()
 			j.Translations = e.Translation().Names()
 		}
 		j.OutDev = e.NAT.OutIfname.String()
 	case event.PointRoute:
-		j.Route = &JSONRoute{Dev: e.Route.OifName.String(), Ifindex: e.Route.Oif, Err: e.Route.Err, Table: e.Route.Table}
+		j.Route = &event.JSONRoute{Dev: e.Route.OifName.String(), Ifindex: e.Route.Oif, Err: e.Route.Err, Table: e.Route.Table}
 		if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
 			j.Route.Gateway = g.String()
 		}
@@ -88,15 +88,15 @@ func (n Names) convertEvent(e *event.Event) *JSONEvent {
 			j.Route.Src = s.String()
 		}
 	case event.PointVXLAN:
-		j.VXLAN = &JSONVXLAN{VNI: e.VXLAN.VNI, Remote: e.VXLAN.Remote.String(), Local: e.VXLAN.Local.String(), Port: e.VXLAN.Port}
+		j.VXLAN = &event.JSONVXLAN{VNI: e.VXLAN.VNI, Remote: e.VXLAN.Remote.String(), Local: e.VXLAN.Local.String(), Port: e.VXLAN.Port}
 	case event.PointSYN:
-		j.SYN = &JSONSYN{Listener: e.SYN.Listener.String(), Outcome: e.SYN.Outcome.String(), Dropped: e.SYN.Outcome.Dropped(),
+		j.SYN = &event.JSONSYN{Listener: e.SYN.Listener.String(), Outcome: e.SYN.Outcome.String(), Dropped: e.SYN.Outcome.Dropped(),
 			AcceptQueue: e.SYN.AcceptQueue, AcceptMax: e.SYN.AcceptMax, SYNQueue: e.SYN.SYNQueue,
 			ListenDrops: e.SYN.ListenDrops, ListenOverflows: e.SYN.ListenOverfl}
 	case event.PointDrop:
-		j.Drop = &JSONDrop{Reason: n.dropReason(e.Drop.Reason), Location: n.symbol(e.Drop.Location)}
+		j.Drop = &event.JSONDrop{Reason: n.ReasonName(e.Drop.Reason), Location: n.SymbolName(e.Drop.Location)}
 	case event.PointTCP:
-		j.TCP = &JSONTCP{Cookie: e.TCP.Cookie}
+		j.TCP = &event.JSONTCP{Cookie: e.TCP.Cookie}
 		if e.Kind == event.KindTCPState {
 			j.TCP.OldState, j.TCP.NewState = event.TCPStateName(e.TCP.OldState), event.TCPStateName(e.TCP.NewState)
 		}

@@ -1,6 +1,7 @@
 // Package output renders events for people (one aligned line each), for
 // programs (JSON lines with a "type" field; see docs/events.md) and for
-// packet tools (pcapng, with nettrace's facts as packet comments).
+// packet tools (pcapng, with nettrace's facts as packet comments). What
+// each point's payload says comes from the point's own view (event.ViewOf).
 package output
 
 import (
@@ -70,20 +71,9 @@ func (n Names) SNATedBefore(netns uint32, t event.Tuple, ct, at uint64) (event.E
 	return n.SNATs.Before(netns, t, ct, at)
 }
 
-func (n Names) dropReason(r uint32) string {
-	if n.DropReason != nil {
-		if s := n.DropReason(r); s != "" {
-			return s
-		}
-	}
-	return fmt.Sprintf("reason(%d)", r)
-}
-
-func (n Names) symbol(a uint64) string {
-	if n.Symbol != nil {
-		return n.Symbol(a)
-	}
-	return fmt.Sprintf("%#x", a)
+// lookup is what the points' views need of the names.
+func (n Names) lookup() event.Lookup {
+	return event.Lookup{DropReason: n.DropReason, Symbol: n.Symbol}
 }
 
 func (n Names) netns(ino uint32) string {
@@ -100,7 +90,7 @@ func (n Names) netns(ino uint32) string {
 func (n Names) NetnsName(ino uint32) string { return n.netns(ino) }
 
 // ReasonName names a drop reason.
-func (n Names) ReasonName(r uint32) string { return n.dropReason(r) }
+func (n Names) ReasonName(r uint32) string { return n.lookup().ReasonName(r) }
 
 func (n Names) wall(ts uint64) time.Time {
 	if n.Wall != nil {
@@ -134,4 +124,4 @@ type Summary struct {
 }
 
 // SymbolName names a kernel address.
-func (n Names) SymbolName(addr uint64) string { return n.symbol(addr) }
+func (n Names) SymbolName(addr uint64) string { return n.lookup().SymbolName(addr) }

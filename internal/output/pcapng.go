@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net/netip"
 	"strings"
 
 	"github.com/gopacket/gopacket"
@@ -214,23 +213,18 @@ func ipLength(b []byte) int {
 	return 0
 }
 
-// pcapngTuple is a tuple in a comment: "tcp 10.0.0.1:40000 -> 10.96.0.10:80".
-func pcapngTuple(t event.Tuple) string {
-	return fmt.Sprintf("%s %s -> %s", event.ProtoName(t.Proto), netip.AddrPortFrom(t.Src, t.Sport), netip.AddrPortFrom(t.Dst, t.Dport))
-}
-
 func (x *exporter) comments(e *event.Event) []string {
 	c := []string{"point: " + e.Point.String(), "kind: " + e.Kind.String(), "netns: " + x.names.netns(e.Netns)}
 	if e.Hook != event.HookNone {
 		c = append(c, "hook: "+e.Hook.String())
 	}
-	c = append(c, "tuple: "+pcapngTuple(e.Tuple))
+	c = append(c, "tuple: "+event.CommentTuple(e.Tuple))
 	if e.HasInner() {
-		c = append(c, "inner: "+pcapngTuple(e.Inner))
+		c = append(c, "inner: "+event.CommentTuple(e.Inner))
 	}
 	if e.HasCT() {
 		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))
 	}
-	c = viewOf(e.Point).pcapng(x.names, e, c)
+	c = event.ViewOf(e.Point).PCAPNG(x.names.lookup(), e, c)
 	return append(c, x.rules[stepOf(e)]...)
 }

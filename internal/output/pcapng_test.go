@@ -26,7 +26,7 @@ func (s *events) Next(e *event.Event) error {
 }
 
 // Every event with packet bytes is a packet on its namespace's device,
-// commented with the event's facts and its point's (the views').
+// commented with the event's facts and its point's (the points' views).
 func TestExportPcapngComments(t *testing.T) {
 	evs := events(fixture.SNATMissing(false))
 	ipHeader := []byte{0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}

@@ -3,7 +3,6 @@ package output
 import (
 	"fmt"
 	"io"
-	"net/netip"
 	"sort"
 	"strings"
 
@@ -59,22 +58,6 @@ func NewText(w io.Writer, names Names) *Text {
 	return &Text{w: w, names: names, ctIDs: map[uint64]int{}}
 }
 
-// FormatTuple renders "tcp 10.0.0.1:1234 > 10.0.0.2:80 [S]".
-func FormatTuple(t event.Tuple) string {
-	var b strings.Builder
-	b.WriteString(event.ProtoName(t.Proto))
-	b.WriteByte(' ')
-	if t.Proto == event.ProtoTCP || t.Proto == event.ProtoUDP {
-		fmt.Fprintf(&b, "%s > %s", netip.AddrPortFrom(t.Src, t.Sport), netip.AddrPortFrom(t.Dst, t.Dport))
-	} else {
-		fmt.Fprintf(&b, "%s > %s", t.Src, t.Dst)
-	}
-	if t.Proto == event.ProtoTCP && t.TCPFlags != 0 {
-		fmt.Fprintf(&b, " [%s]", event.TCPFlagString(t.TCPFlags))
-	}
-	return b.String()
-}
-
 func (t *Text) ctRef(e *event.Event) string {
 	if !e.HasCT() {
 		return ""
@@ -122,18 +105,13 @@ func (t *Text) Event(e *event.Event) error {
 		what = e.Point.String() + " " + e.Hook.String()
 	}
 	var detail []string
-	detail = viewOf(e.Point).detail(t.names, e, detail)
+	detail = event.ViewOf(e.Point).Detail(t.names.lookup(), e, detail)
 	if ct := t.ctRef(e); ct != "" {
 		detail = append(detail, ct)
 	}
 	_, err := fmt.Fprintf(t.w, "%s %-24s %-17s %s\n", t.names.wall(e.Time).Format("15:04:05.000000"),
 		where, what, strings.Join(detail, " "))
 	return err
-}
-
-func bareTuple(t event.Tuple) event.Tuple {
-	t.TCPFlags = 0
-	return t
 }
 
 // WriteSummary writes the end-of-run summary.

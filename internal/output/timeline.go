@@ -1,7 +1,6 @@
 package output
 
 import (
-	"net/netip"
 	"strconv"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -307,16 +306,7 @@ func appendPacketLabel(b []byte, dir, label string, t event.Tuple) []byte {
 
 // appendAddrPorts appends "src:sport > dst:dport".
 func appendAddrPorts(b []byte, t event.Tuple) []byte {
-	b = appendAddrPort(b, t.Src, t.Sport)
+	b = event.AppendAddrPort(b, t.Src, t.Sport)
 	b = append(b, " > "...)
-	return appendAddrPort(b, t.Dst, t.Dport)
-}
-
-// appendAddrPort appends "addr:port" ("[addr]:port" for IPv6), without
-// allocating.
-func appendAddrPort(b []byte, a netip.Addr, port uint16) []byte {
-	if !a.IsValid() {
-		return strconv.AppendUint(append(append(b, a.String()...), ':'), uint64(port), 10)
-	}
-	return netip.AddrPortFrom(a, port).AppendTo(b)
+	return event.AppendAddrPort(b, t.Dst, t.Dport)
 }

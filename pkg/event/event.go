@@ -1,7 +1,9 @@
 // Package event is nettrace's event model: what one observation in the
 // kernel says about one packet, decoded from the records the BPF programs
 // write (bpf/include/nettrace.h). Everything downstream (flows,
-// explanations, recordings, output) consumes these values.
+// explanations, recordings, output) consumes these values. A point is one
+// unit here: its section's file holds its payload, the payload's forms and
+// how renderers show it (View).
 package event
 
 import (

@@ -7,8 +7,10 @@ import "net/netip"
 // holding its payload type and registered in sections: how kernel records
 // (narrow and wide) and recordings keep it, its compact form, its
 // addresses beyond the tuples (which a recording's IPv6 block carries),
-// and a sample event that the tests round-trip through every form.
+// and a sample event that the tests round-trip through every form; and
+// how the renderers show it (View).
 type section interface {
+	View
 	// decode reads the payload p of a record of layout l; ipv6 is the
 	// family of the event's tuple, which the payload's addresses share.
 	decode(e *Event, p []byte, l *layout, ipv6 bool)

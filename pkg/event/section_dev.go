@@ -21,3 +21,23 @@ func (devSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDev, KindDevRx
 	return base
 }
+
+func (devSection) Step(_ Lookup, _ TranslationHooks, e *Event) string {
+	return e.Kind.String()
+}
+
+func (devSection) Detail(_ Lookup, e *Event, detail []string) []string {
+	detail = append(detail, FormatTuple(e.Tuple))
+	if e.HasInner() {
+		detail = append(detail, "inner "+FormatTuple(e.Inner))
+	}
+	return detail
+}
+
+func (devSection) JSONKey() string { return "" }
+
+func (devSection) AppendJSON(b []byte, _ Lookup, _ *Event) []byte { return b }
+
+func (devSection) PCAPNG(_ Lookup, _ *Event, c []string) []string { return c }
+
+func (devSection) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte { return b }

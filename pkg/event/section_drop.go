@@ -2,6 +2,7 @@ package event
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 )
 
@@ -107,3 +108,95 @@ func (dropSection) sample(base Event) Event {
 		DstIfindex: 4, DstMTU: 1450, LowerMTU: 1500, SrcMTU: 1500}
 	return base
 }
+
+// JSONDrop is a drop event's payload.
+type JSONDrop struct {
+	Reason   string `json:"reason"`
+	Location string `json:"location"`
+	// The namespace's conntrack table, read after a netfilter drop of a
+	// packet without an entry (Drop).
+	ConntrackCount uint32 `json:"conntrack_count,omitempty"`
+	ConntrackMax   uint32 `json:"conntrack_max,omitempty"`
+	ConntrackDrops uint64 `json:"conntrack_drops,omitempty"`
+	// The device the packet was routed to and its MTU; for a packet too
+	// big to forward, the MTUs of the device under it and of the sender's
+	// device, read after the drop (Drop).
+	RouteIfindex uint32 `json:"route_ifindex,omitempty"`
+	RouteMTU     uint16 `json:"route_mtu,omitempty"`
+	UnderlayMTU  uint16 `json:"underlay_mtu,omitempty"`
+	SenderMTU    uint16 `json:"sender_mtu,omitempty"`
+}
+
+func (dropSection) Step(l Lookup, _ TranslationHooks, e *Event) string {
+	s := "DROPPED " + l.ReasonName(e.Drop.Reason) + " at " + l.SymbolName(e.Drop.Location)
+	if e.Drop.CTRead() {
+		s += " " + conntrackTable(&e.Drop)
+	}
+	if tooBig(l, e) {
+		s += " " + mtus(&e.Drop)
+	}
+	return s
+}
+
+func (dropSection) Detail(l Lookup, e *Event, detail []string) []string {
+	detail = append(detail, FormatTuple(e.Tuple), "dropped: "+l.ReasonName(e.Drop.Reason), "at "+l.SymbolName(e.Drop.Location))
+	if e.Drop.CTRead() {
+		detail = append(detail, conntrackTable(&e.Drop))
+	}
+	if tooBig(l, e) {
+		detail = append(detail, mtus(&e.Drop))
+	}
+	return detail
+}
+
+// tooBig says whether a drop was of a packet too big for its route, whose
+// MTUs tell why.
+func tooBig(l Lookup, e *Event) bool {
+	return l.ReasonName(e.Drop.Reason) == "PKT_TOO_BIG" && e.Drop.DstMTU != 0
+}
+
+// mtus tells the MTUs around a packet too big for its route.
+func mtus(d *Drop) string {
+	s := fmt.Sprintf("(route's device MTU %d", d.DstMTU)
+	if d.LowerMTU != 0 {
+		s += fmt.Sprintf(", under it %d", d.LowerMTU)
+	}
+	if d.SrcMTU != 0 {
+		s += fmt.Sprintf(", the sender's %d", d.SrcMTU)
+	}
+	return s + ")"
+}
+
+// conntrackTable tells a drop's reading of its conntrack table.
+func conntrackTable(d *Drop) string {
+	return fmt.Sprintf("(conntrack table %d/%d, drops +%d)", d.CTCount, d.CTMax, d.CTDrops)
+}
+
+func (dropSection) JSONKey() string { return "drop" }
+
+func (dropSection) AppendJSON(b []byte, l Lookup, e *Event) []byte {
+	var p JSONObject
+	b = p.Str(b, "reason", l.ReasonName(e.Drop.Reason))
+	b = p.Str(b, "location", l.SymbolName(e.Drop.Location))
+	b = p.UintOmit(b, "conntrack_count", uint64(e.Drop.CTCount))
+	b = p.UintOmit(b, "conntrack_max", uint64(e.Drop.CTMax))
+	b = p.UintOmit(b, "conntrack_drops", e.Drop.CTDrops)
+	b = p.UintOmit(b, "route_ifindex", uint64(e.Drop.DstIfindex))
+	b = p.UintOmit(b, "route_mtu", uint64(e.Drop.DstMTU))
+	b = p.UintOmit(b, "underlay_mtu", uint64(e.Drop.LowerMTU))
+	b = p.UintOmit(b, "sender_mtu", uint64(e.Drop.SrcMTU))
+	return p.Close(b)
+}
+
+func (dropSection) PCAPNG(l Lookup, e *Event, c []string) []string {
+	c = append(c, "drop_reason: "+l.ReasonName(e.Drop.Reason), "drop_location: "+l.SymbolName(e.Drop.Location))
+	if e.Drop.CTRead() {
+		c = append(c, "conntrack_table: "+conntrackTable(&e.Drop))
+	}
+	if tooBig(l, e) {
+		c = append(c, "mtus: "+mtus(&e.Drop))
+	}
+	return c
+}
+
+func (dropSection) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte { return b }

@@ -1,6 +1,10 @@
 package event
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+)
 
 // PointRoute is the route point's value in enum nt_point, and its kinds'
 // values are in enum nt_kind.
@@ -87,3 +91,56 @@ func (routeSection) sample(base Event) Event {
 	copy(base.Route.OifName[:], "eth0")
 	return base
 }
+
+// JSONRoute is a route event's payload.
+type JSONRoute struct {
+	Dev     string `json:"dev"`
+	Ifindex uint32 `json:"ifindex"`
+	Gateway string `json:"gateway,omitempty"`
+	Src     string `json:"src,omitempty"`
+	Err     int32  `json:"err"`
+	Table   uint32 `json:"table,omitempty"`
+}
+
+func (routeSection) Step(_ Lookup, _ TranslationHooks, e *Event) string {
+	s := "route via " + e.Route.OifName.String()
+	if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
+		s += " gw " + g.String()
+	}
+	if e.Route.Err != 0 {
+		s += fmt.Sprintf(" (error %d)", e.Route.Err)
+	}
+	return s
+}
+
+func (routeSection) Detail(_ Lookup, e *Event, detail []string) []string {
+	detail = append(detail, FormatTuple(e.Tuple), "via "+e.Route.OifName.String())
+	if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
+		detail = append(detail, "gw "+g.String())
+	}
+	if e.Route.Err != 0 {
+		detail = append(detail, fmt.Sprintf("err %d", e.Route.Err))
+	}
+	return detail
+}
+
+func (routeSection) JSONKey() string { return "route" }
+
+func (routeSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
+	var p JSONObject
+	b = p.Str(b, "dev", e.Route.OifName.String())
+	b = p.Uint(b, "ifindex", uint64(e.Route.Oif))
+	if g := e.Route.Gateway; g.IsValid() && !g.IsUnspecified() {
+		b = p.Str(b, "gateway", g.String())
+	}
+	if s := e.Route.Src; s.IsValid() && !s.IsUnspecified() {
+		b = p.Str(b, "src", s.String())
+	}
+	b = strconv.AppendInt(p.Key(b, "err"), int64(e.Route.Err), 10)
+	b = p.UintOmit(b, "table", uint64(e.Route.Table))
+	return p.Close(b)
+}
+
+func (routeSection) PCAPNG(_ Lookup, _ *Event, c []string) []string { return c }
+
+func (routeSection) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte { return b }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strconv"
 )
 
 // PointSYN is the syn point's value in enum nt_point, and its kinds'
@@ -132,3 +133,56 @@ func (synSection) sample(base Event) Event {
 		AcceptQueue: 3, AcceptMax: 2, SYNQueue: 1, ListenDrops: 5, ListenOverfl: 4}
 	return base
 }
+
+// JSONSYN is a syn event's payload.
+type JSONSYN struct {
+	Listener        string `json:"listener"`
+	Outcome         string `json:"outcome"`
+	Dropped         bool   `json:"dropped"`
+	AcceptQueue     uint32 `json:"accept_queue"`
+	AcceptMax       uint32 `json:"accept_max"`
+	SYNQueue        uint32 `json:"syn_queue"`
+	ListenDrops     uint64 `json:"listen_drops,omitempty"`
+	ListenOverflows uint64 `json:"listen_overflows,omitempty"`
+}
+
+func (synSection) Step(_ Lookup, _ TranslationHooks, e *Event) string {
+	s := fmt.Sprintf("listener %s: %s", e.SYN.Listener, e.SYN.Outcome)
+	if e.SYN.AcceptMax > 0 {
+		s += fmt.Sprintf(" (accept queue %d/%d)", e.SYN.AcceptQueue, e.SYN.AcceptMax)
+	}
+	return s
+}
+
+func (synSection) Detail(_ Lookup, e *Event, detail []string) []string {
+	detail = append(detail, FormatTuple(e.Tuple), fmt.Sprintf("listener %s: %s", e.SYN.Listener, e.SYN.Outcome))
+	if e.SYN.AcceptMax > 0 {
+		detail = append(detail, fmt.Sprintf("(accept queue %d/%d, syn queue %d)", e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue))
+	}
+	if e.SYN.ListenDrops > 0 || e.SYN.ListenOverfl > 0 {
+		detail = append(detail, fmt.Sprintf("ListenOverflows +%d ListenDrops +%d", e.SYN.ListenOverfl, e.SYN.ListenDrops))
+	}
+	return detail
+}
+
+func (synSection) JSONKey() string { return "syn" }
+
+func (synSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
+	var p JSONObject
+	s := &e.SYN
+	b = p.Str(b, "listener", s.Listener.String())
+	b = p.Str(b, "outcome", s.Outcome.String())
+	b = strconv.AppendBool(p.Key(b, "dropped"), s.Outcome.Dropped())
+	b = p.Uint(b, "accept_queue", uint64(s.AcceptQueue))
+	b = p.Uint(b, "accept_max", uint64(s.AcceptMax))
+	b = p.Uint(b, "syn_queue", uint64(s.SYNQueue))
+	b = p.UintOmit(b, "listen_drops", s.ListenDrops)
+	b = p.UintOmit(b, "listen_overflows", s.ListenOverfl)
+	return p.Close(b)
+}
+
+func (synSection) PCAPNG(_ Lookup, e *Event, c []string) []string {
+	return append(c, "syn_outcome: "+e.SYN.Outcome.String())
+}
+
+func (synSection) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte { return b }

@@ -58,3 +58,48 @@ func (tcpSection) sample(base Event) Event {
 	base.TCP = TCP{OldState: 2, NewState: 7, Cookie: 0xffff8880}
 	return base
 }
+
+// JSONTCP is a tcp event's payload.
+type JSONTCP struct {
+	OldState string `json:"old_state,omitempty"`
+	NewState string `json:"new_state,omitempty"`
+	Cookie   uint64 `json:"cookie,omitempty"`
+}
+
+func (tcpSection) Step(_ Lookup, _ TranslationHooks, e *Event) string {
+	switch e.Kind {
+	case KindTCPState:
+		return TCPStateName(e.TCP.OldState) + " -> " + TCPStateName(e.TCP.NewState)
+	case KindResetSent:
+		return "reset sent"
+	case KindResetReceived:
+		return "reset received"
+	case KindSynAckRetransmit:
+		return "SYN-ACK retransmitted"
+	}
+	return e.Kind.String()
+}
+
+func (tcpSection) Detail(_ Lookup, e *Event, detail []string) []string {
+	detail = append(detail, FormatTuple(e.Tuple))
+	if e.Kind == KindTCPState {
+		detail = append(detail, TCPStateName(e.TCP.OldState)+" -> "+TCPStateName(e.TCP.NewState))
+	}
+	return detail
+}
+
+func (tcpSection) JSONKey() string { return "tcp" }
+
+func (tcpSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
+	var p JSONObject
+	if e.Kind == KindTCPState {
+		b = p.StrOmit(b, "old_state", TCPStateName(e.TCP.OldState))
+		b = p.StrOmit(b, "new_state", TCPStateName(e.TCP.NewState))
+	}
+	b = p.UintOmit(b, "cookie", e.TCP.Cookie)
+	return p.Close(b)
+}
+
+func (tcpSection) PCAPNG(_ Lookup, _ *Event, c []string) []string { return c }
+
+func (tcpSection) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte { return b }

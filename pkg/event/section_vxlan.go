@@ -1,6 +1,10 @@
 package event
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+)
 
 // PointVXLAN is the vxlan point's value in enum nt_point, and its kinds'
 // values are in enum nt_kind.
@@ -77,3 +81,50 @@ func (vxlanSection) sample(base Event) Event {
 	base.VXLAN = VXLAN{VNI: 1, Remote: netip.MustParseAddr("172.20.0.2"), Local: netip.MustParseAddr("172.20.0.1"), Port: 8472}
 	return base
 }
+
+// JSONVXLAN is a vxlan event's payload.
+type JSONVXLAN struct {
+	VNI    uint32 `json:"vni"`
+	Remote string `json:"remote"`
+	Local  string `json:"local"`
+	Port   uint16 `json:"port,omitempty"`
+}
+
+func (vxlanSection) Step(_ Lookup, _ TranslationHooks, e *Event) string {
+	if e.Kind == KindVXLANEnter {
+		return "into vxlan device"
+	}
+	return "vxlan VNI " + strconv.FormatUint(uint64(e.VXLAN.VNI), 10) + " " + e.VXLAN.Local.String() + " -> VTEP " + e.VXLAN.Remote.String()
+}
+
+func (vxlanSection) Detail(_ Lookup, e *Event, detail []string) []string {
+	if e.HasInner() {
+		detail = append(detail, FormatTuple(e.Inner))
+	} else {
+		detail = append(detail, FormatTuple(e.Tuple))
+	}
+	if e.Kind == KindVXLANEncap {
+		detail = append(detail, fmt.Sprintf("vni %d vtep %s -> %s", e.VXLAN.VNI, e.VXLAN.Local, e.VXLAN.Remote))
+	}
+	return detail
+}
+
+func (vxlanSection) JSONKey() string { return "vxlan" }
+
+func (vxlanSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
+	var p JSONObject
+	b = p.Uint(b, "vni", uint64(e.VXLAN.VNI))
+	b = p.Str(b, "remote", e.VXLAN.Remote.String())
+	b = p.Str(b, "local", e.VXLAN.Local.String())
+	b = p.UintOmit(b, "port", uint64(e.VXLAN.Port))
+	return p.Close(b)
+}
+
+func (vxlanSection) PCAPNG(_ Lookup, e *Event, c []string) []string {
+	if e.Kind != KindVXLANEncap {
+		return c
+	}
+	return append(c, fmt.Sprintf("vni: %d", e.VXLAN.VNI), "vtep: "+e.VXLAN.Remote.String())
+}
+
+func (vxlanSection) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte { return b }

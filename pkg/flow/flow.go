@@ -237,3 +237,20 @@ func (f *Flow) Clone() *Flow {
 	}
 	return c
 }
+
+// TranslationHook is the hook where the flow's packets were seen
+// translated by t in namespace netns, if they were (event.TranslationHooks:
+// a reply's un-NAT names the hook of the request's translation it undoes).
+func (f *Flow) TranslationHook(netns uint32, t event.Translation) (event.Hook, bool) {
+	if f == nil {
+		return event.HookNone, false
+	}
+	for _, p := range f.Packets {
+		for i := range p.Events {
+			if e := &p.Events[i]; e.Netns == netns && e.Translation()&t != 0 {
+				return e.Hook, true
+			}
+		}
+	}
+	return event.HookNone, false
+}
