@@ -100,15 +100,19 @@ func TestEventsDocMatchesTheJSONObjects(t *testing.T) {
 		typ        reflect.Type
 	}{
 		{"## `{\"type\":\"event\"}`", "ct", reflect.TypeFor[JSONConntrack]()},
-		{"## `{\"type\":\"event\"}`", "route", reflect.TypeFor[event.JSONRoute]()},
-		{"## `{\"type\":\"event\"}`", "vxlan", reflect.TypeFor[event.JSONVXLAN]()},
-		{"## `{\"type\":\"event\"}`", "syn", reflect.TypeFor[event.JSONSYN]()},
-		{"## `{\"type\":\"event\"}`", "drop", reflect.TypeFor[event.JSONDrop]()},
-		{"## `{\"type\":\"event\"}`", "tcp", reflect.TypeFor[event.JSONTCP]()},
 		{"## `{\"type\":\"flow\"}`", "packets", reflect.TypeFor[JSONPacket]()},
 		{"## `{\"type\":\"flow\"}`", "packets.steps", reflect.TypeFor[JSONStep]()},
 		{"## `{\"type\":\"explanation\"}`", "evidence", reflect.TypeFor[JSONEvidence]()},
 		{"## `{\"type\":\"explanation\"}`", "service", reflect.TypeFor[JSONService]()},
+	}
+	for _, p := range event.Points {
+		// Each point's payload, from its view.
+		if v := event.ViewOf(p); v.JSONKey() != "" {
+			nested = append(nested, struct {
+				table, row string
+				typ        reflect.Type
+			}{"## `{\"type\":\"event\"}`", v.JSONKey(), reflect.TypeOf(v.JSONSchema()).Elem()})
+		}
 	}
 	for _, n := range nested {
 		meaning, ok := tables[n.table][n.row]
@@ -120,6 +124,31 @@ func TestEventsDocMatchesTheJSONObjects(t *testing.T) {
 			if !strings.Contains(meaning, "`"+k+"`") {
 				t.Errorf("%s, row %q: %s's field %q is not named", n.table, n.row, n.typ.Name(), k)
 			}
+		}
+	}
+}
+
+// The event object's schema has each point's payload, under the key its
+// view writes it with and of its view's type: a point added without its
+// field in JSONEvent fails here.
+func TestJSONEventHasEveryPayload(t *testing.T) {
+	fields := map[string]reflect.Type{}
+	typ := reflect.TypeFor[JSONEvent]()
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		fields[name] = typ.Field(i).Type
+	}
+	for _, p := range event.Points {
+		v := event.ViewOf(p)
+		if v.JSONKey() == "" {
+			if v.JSONSchema() != nil {
+				t.Errorf("point %s has a payload schema but no key", p)
+			}
+			continue
+		}
+		want := reflect.TypeOf(v.JSONSchema())
+		if got, ok := fields[v.JSONKey()]; !ok || got != want {
+			t.Errorf("point %s: JSONEvent's field %q is %v, want %v", p, v.JSONKey(), got, want)
 		}
 	}
 }

@@ -188,10 +188,10 @@ func (x *exporter) packet(e *event.Event) error {
 		x.epochs[e.Skb]++
 	}
 	opts := pcapgo.NgPacketOptions{PacketID: &pid, Comments: x.comments(e)}
-	switch e.Kind {
-	case event.KindDevRx:
+	switch e.Kind.Direction() {
+	case event.DirectionInbound:
 		opts.Flags = &pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionInbound}
-	case event.KindDevTx, event.KindVXLANEncap:
+	case event.DirectionOutbound:
 		opts.Flags = &pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionOutbound}
 	}
 	ci := gopacket.CaptureInfo{Timestamp: x.names.wall(e.Time), CaptureLength: len(e.Packet), Length: length, InterfaceIndex: id}

@@ -43,27 +43,30 @@ func (p Point) String() string {
 // numbered across points (enum nt_kind).
 type Kind uint8
 
-// kindNames holds each kind's name, from its point's section.
-var kindNames = registeredKinds()
+// kinds holds each kind's name and direction, from its point's section.
+var kinds = registeredKinds()
 
-func registeredKinds() (names [256]string) {
+func registeredKinds() (kinds [256]kindName) {
 	for _, s := range sections {
 		if s == nil {
 			continue
 		}
 		for _, k := range s.kinds() {
-			names[k.kind] = k.name
+			kinds[k.kind] = k
 		}
 	}
-	return names
+	return kinds
 }
 
 func (k Kind) String() string {
-	if n := kindNames[k]; n != "" {
+	if n := kinds[k].name; n != "" {
 		return n
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
+
+// Direction is which way the kind's packet passes the event's device.
+func (k Kind) Direction() Direction { return kinds[k].dir }
 
 // Hook is a netfilter IPv4 hook number, or HookNone.
 type Hook uint8

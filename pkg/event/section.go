@@ -30,11 +30,23 @@ type section interface {
 	sample(base Event) Event
 }
 
-// kindName is one of a point's kinds and its name in output.
+// kindName is one of a point's kinds, its name in output and which way
+// its packet passes the event's device (DirectionNone for most).
 type kindName struct {
 	kind Kind
 	name string
+	dir  Direction
 }
+
+// Direction is which way a kind's packet passes the device its event
+// names: pcapng flags the packet with it.
+type Direction uint8
+
+const (
+	DirectionNone     Direction = iota // not a device's packet, or either way
+	DirectionInbound                   // received
+	DirectionOutbound                  // sent
+)
 
 // payloadAddrs is how many addresses a payload may hold.
 const payloadAddrs = 2

@@ -15,7 +15,9 @@ type devSection struct{ emptySection }
 
 func (devSection) name() string { return "dev" }
 
-func (devSection) kinds() []kindName { return []kindName{{KindDevRx, "rx"}, {KindDevTx, "tx"}} }
+func (devSection) kinds() []kindName {
+	return []kindName{{KindDevRx, "rx", DirectionInbound}, {KindDevTx, "tx", DirectionOutbound}}
+}
 
 func (devSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDev, KindDevRx
@@ -35,6 +37,8 @@ func (devSection) Detail(_ Lookup, e *Event, detail []string) []string {
 }
 
 func (devSection) JSONKey() string { return "" }
+
+func (devSection) JSONSchema() any { return nil }
 
 func (devSection) AppendJSON(b []byte, _ Lookup, _ *Event) []byte { return b }
 

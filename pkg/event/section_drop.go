@@ -100,7 +100,7 @@ func (dropSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (dropSection) name() string { return "drop" }
 
-func (dropSection) kinds() []kindName { return []kindName{{KindDrop, "drop"}} }
+func (dropSection) kinds() []kindName { return []kindName{{KindDrop, "drop", DirectionNone}} }
 
 func (dropSection) sample(base Event) Event {
 	base.Point, base.Kind = PointDrop, KindDrop
@@ -173,6 +173,8 @@ func conntrackTable(d *Drop) string {
 }
 
 func (dropSection) JSONKey() string { return "drop" }
+
+func (dropSection) JSONSchema() any { return (*JSONDrop)(nil) }
 
 func (dropSection) AppendJSON(b []byte, l Lookup, e *Event) []byte {
 	var p JSONObject

@@ -74,7 +74,7 @@ func (natSection) setAddr(e *Event, i int, a netip.Addr) {
 
 func (natSection) name() string { return "nat" }
 
-func (natSection) kinds() []kindName { return []kindName{{KindNAT, "nat"}} }
+func (natSection) kinds() []kindName { return []kindName{{KindNAT, "nat", DirectionNone}} }
 
 func (natSection) sample(base Event) Event {
 	base.Point, base.Kind, base.Flags = PointNAT, KindNAT, base.Flags|FlagPre
@@ -132,6 +132,8 @@ func (natSection) Detail(_ Lookup, e *Event, detail []string) []string {
 }
 
 func (natSection) JSONKey() string { return "" }
+
+func (natSection) JSONSchema() any { return nil }
 
 // appendJSONFields appends the nat point's fields, at the top of an event's
 // object: the tuple before the hook and what changed, and the route's

@@ -82,7 +82,7 @@ func (routeSection) setAddr(e *Event, i int, a netip.Addr) {
 func (routeSection) name() string { return "route" }
 
 func (routeSection) kinds() []kindName {
-	return []kindName{{KindRouteLookup, "lookup"}, {KindReroute, "reroute"}}
+	return []kindName{{KindRouteLookup, "lookup", DirectionNone}, {KindReroute, "reroute", DirectionNone}}
 }
 
 func (routeSection) sample(base Event) Event {
@@ -125,6 +125,8 @@ func (routeSection) Detail(_ Lookup, e *Event, detail []string) []string {
 }
 
 func (routeSection) JSONKey() string { return "route" }
+
+func (routeSection) JSONSchema() any { return (*JSONRoute)(nil) }
 
 func (routeSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
 	var p JSONObject

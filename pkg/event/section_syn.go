@@ -125,7 +125,7 @@ func (synSection) setAddr(e *Event, i int, a netip.Addr) {
 
 func (synSection) name() string { return "syn" }
 
-func (synSection) kinds() []kindName { return []kindName{{KindSYN, "syn"}} }
+func (synSection) kinds() []kindName { return []kindName{{KindSYN, "syn", DirectionNone}} }
 
 func (synSection) sample(base Event) Event {
 	base.Point, base.Kind = PointSYN, KindSYN
@@ -166,6 +166,8 @@ func (synSection) Detail(_ Lookup, e *Event, detail []string) []string {
 }
 
 func (synSection) JSONKey() string { return "syn" }
+
+func (synSection) JSONSchema() any { return (*JSONSYN)(nil) }
 
 func (synSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
 	var p JSONObject

@@ -50,7 +50,7 @@ func (tcpSection) setAddr(*Event, int, netip.Addr)           {}
 func (tcpSection) name() string { return "tcp" }
 
 func (tcpSection) kinds() []kindName {
-	return []kindName{{KindSynAckRetransmit, "synack-retransmit"}, {KindResetSent, "rst-sent"}, {KindResetReceived, "rst-received"}, {KindTCPState, "state"}}
+	return []kindName{{KindSynAckRetransmit, "synack-retransmit", DirectionNone}, {KindResetSent, "rst-sent", DirectionNone}, {KindResetReceived, "rst-received", DirectionNone}, {KindTCPState, "state", DirectionNone}}
 }
 
 func (tcpSection) sample(base Event) Event {
@@ -89,6 +89,8 @@ func (tcpSection) Detail(_ Lookup, e *Event, detail []string) []string {
 }
 
 func (tcpSection) JSONKey() string { return "tcp" }
+
+func (tcpSection) JSONSchema() any { return (*JSONTCP)(nil) }
 
 func (tcpSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
 	var p JSONObject

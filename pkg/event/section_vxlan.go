@@ -73,7 +73,7 @@ func (vxlanSection) setAddr(e *Event, i int, a netip.Addr) {
 func (vxlanSection) name() string { return "vxlan" }
 
 func (vxlanSection) kinds() []kindName {
-	return []kindName{{KindVXLANEnter, "enter"}, {KindVXLANEncap, "encap"}}
+	return []kindName{{KindVXLANEnter, "enter", DirectionNone}, {KindVXLANEncap, "encap", DirectionOutbound}}
 }
 
 func (vxlanSection) sample(base Event) Event {
@@ -110,6 +110,8 @@ func (vxlanSection) Detail(_ Lookup, e *Event, detail []string) []string {
 }
 
 func (vxlanSection) JSONKey() string { return "vxlan" }
+
+func (vxlanSection) JSONSchema() any { return (*JSONVXLAN)(nil) }
 
 func (vxlanSection) AppendJSON(b []byte, _ Lookup, e *Event) []byte {
 	var p JSONObject

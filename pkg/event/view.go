@@ -16,8 +16,11 @@ type View interface {
 	// Detail appends the words of the event's line (text --events).
 	Detail(l Lookup, e *Event, detail []string) []string
 	// JSONKey is the key of the point's payload object in an event's JSON
-	// object ("" for none), and AppendJSON appends that object.
+	// object ("" for none), JSONSchema a nil pointer to the type whose
+	// encoding/json form it is (nil for none), and AppendJSON appends
+	// that object.
 	JSONKey() string
+	JSONSchema() any
 	AppendJSON(b []byte, l Lookup, e *Event) []byte
 	// AppendJSONFields appends the point's fields that sit at the top of
 	// an event's object, after its tuples (the nat point's pre-NAT tuple).
@@ -76,6 +79,7 @@ type unknownView struct{}
 func (unknownView) Step(_ Lookup, _ TranslationHooks, e *Event) string  { return e.Kind.String() }
 func (unknownView) Detail(_ Lookup, _ *Event, detail []string) []string { return detail }
 func (unknownView) JSONKey() string                                     { return "" }
+func (unknownView) JSONSchema() any                                     { return nil }
 func (unknownView) AppendJSON(b []byte, _ Lookup, _ *Event) []byte      { return b }
 func (unknownView) AppendJSONFields(b []byte, _ *JSONObject, _ *Event) []byte {
 	return b
