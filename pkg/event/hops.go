@@ -54,7 +54,7 @@ func DecodeKernelHop(b []byte, i int, e *Event, scratch []byte) []byte {
 	hop := b[at : at+RecordSize]
 	narrow.decode(hop, e, RecordSize)
 	n := int(le.Uint16(b[offCaplen:]))
-	if n == 0 || len(b) < RecordSize+n || !journeyStep(e.Point) {
+	if n == 0 || len(b) < RecordSize+n || !journeySteps[e.Point] {
 		return scratch
 	}
 	e.Packet = b[RecordSize : RecordSize+n]
@@ -68,12 +68,19 @@ func DecodeKernelHop(b []byte, i int, e *Event, scratch []byte) []byte {
 	return scratch
 }
 
-// journeyStep says whether a hop at point p is a step of the record's
-// packet, whose bytes it shares (nt_journeys_point). A TCP event joins the
-// journey pending on its CPU as it came, with no packet bytes, as on its
-// own.
-func journeyStep(p Point) bool {
-	return p == PointDev || p == PointNAT || p == PointRoute || p == PointVXLAN
+// journeySteps says, by point, whether a hop is a step of the record's
+// packet, whose bytes it shares (each section's journeyStep). A TCP event
+// joins the journey pending on its CPU as it came, with no packet bytes,
+// as on its own.
+var journeySteps = registeredJourneySteps()
+
+func registeredJourneySteps() (steps [256]bool) {
+	for p, s := range sections {
+		if s != nil {
+			steps[p] = s.journeyStep()
+		}
+	}
+	return steps
 }
 
 // AppendKernelJourney appends the kernel record of a journey, as the kernel

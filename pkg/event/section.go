@@ -24,6 +24,10 @@ type section interface {
 	setAddr(e *Event, i int, a netip.Addr)
 	// name is the point's, in output and recordings' metadata.
 	name() string
+	// journeyStep says whether the point's events are steps of a packet's
+	// way, which share the bytes of the journey they join (the kernel's
+	// nt_journeys_point).
+	journeyStep() bool
 	// kinds are the point's kinds.
 	kinds() []kindName
 	// sample is base made an event of the point, every payload field set.

@@ -15,6 +15,8 @@ type devSection struct{ emptySection }
 
 func (devSection) name() string { return "dev" }
 
+func (devSection) journeyStep() bool { return true }
+
 func (devSection) kinds() []kindName {
 	return []kindName{{KindDevRx, "rx", DirectionInbound}, {KindDevTx, "tx", DirectionOutbound}}
 }

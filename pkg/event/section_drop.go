@@ -100,6 +100,8 @@ func (dropSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (dropSection) name() string { return "drop" }
 
+func (dropSection) journeyStep() bool { return false }
+
 func (dropSection) kinds() []kindName { return []kindName{{KindDrop, "drop", DirectionNone}} }
 
 func (dropSection) sample(base Event) Event {

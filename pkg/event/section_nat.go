@@ -74,6 +74,8 @@ func (natSection) setAddr(e *Event, i int, a netip.Addr) {
 
 func (natSection) name() string { return "nat" }
 
+func (natSection) journeyStep() bool { return true }
+
 func (natSection) kinds() []kindName { return []kindName{{KindNAT, "nat", DirectionNone}} }
 
 func (natSection) sample(base Event) Event {

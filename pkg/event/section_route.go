@@ -81,6 +81,8 @@ func (routeSection) setAddr(e *Event, i int, a netip.Addr) {
 
 func (routeSection) name() string { return "route" }
 
+func (routeSection) journeyStep() bool { return true }
+
 func (routeSection) kinds() []kindName {
 	return []kindName{{KindRouteLookup, "lookup", DirectionNone}, {KindReroute, "reroute", DirectionNone}}
 }

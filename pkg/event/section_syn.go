@@ -125,6 +125,8 @@ func (synSection) setAddr(e *Event, i int, a netip.Addr) {
 
 func (synSection) name() string { return "syn" }
 
+func (synSection) journeyStep() bool { return false }
+
 func (synSection) kinds() []kindName { return []kindName{{KindSYN, "syn", DirectionNone}} }
 
 func (synSection) sample(base Event) Event {

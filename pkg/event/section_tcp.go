@@ -49,6 +49,8 @@ func (tcpSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (tcpSection) name() string { return "tcp" }
 
+func (tcpSection) journeyStep() bool { return false }
+
 func (tcpSection) kinds() []kindName {
 	return []kindName{{KindSynAckRetransmit, "synack-retransmit", DirectionNone}, {KindResetSent, "rst-sent", DirectionNone}, {KindResetReceived, "rst-received", DirectionNone}, {KindTCPState, "state", DirectionNone}}
 }

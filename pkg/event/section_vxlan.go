@@ -72,6 +72,8 @@ func (vxlanSection) setAddr(e *Event, i int, a netip.Addr) {
 
 func (vxlanSection) name() string { return "vxlan" }
 
+func (vxlanSection) journeyStep() bool { return true }
+
 func (vxlanSection) kinds() []kindName {
 	return []kindName{{KindVXLANEnter, "enter", DirectionNone}, {KindVXLANEncap, "encap", DirectionOutbound}}
 }
