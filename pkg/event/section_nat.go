@@ -137,7 +137,7 @@ func (natSection) JSONKey() string { return "" }
 
 func (natSection) JSONSchema() any { return nil }
 
-// appendJSONFields appends the nat point's fields, at the top of an event's
+// AppendJSONFields appends the nat point's fields, at the top of an event's
 // object: the tuple before the hook and what changed, and the route's
 // device after it.
 func (natSection) AppendJSONFields(b []byte, o *JSONObject, e *Event) []byte {
@@ -156,7 +156,7 @@ func (natSection) AppendJSONFields(b []byte, o *JSONObject, e *Event) []byte {
 
 func (natSection) AppendJSON(b []byte, _ Lookup, _ *Event) []byte { return b }
 
-// pcapng comments on a hook seen translating (or not): the tuple before
+// PCAPNG comments on a hook seen translating (or not): the tuple before
 // and after, and what the change was. The rules that decided it are the
 // report's (the exporter's).
 func (natSection) PCAPNG(_ Lookup, e *Event, c []string) []string {
