@@ -93,7 +93,7 @@ func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 	f := e.Tuple.TCPFlags
 	switch {
 	case arriving && f&tcpSYN != 0 && f&tcpACK == 0:
-		k := key{e.Netns, bare(e.Tuple)}
+		k := key{e.Netns, e.Tuple.WithoutFlags()}
 		local := e.Point == event.PointNAT
 		if p, ok := w.pending[k]; ok && p.ev.Skb == e.Skb {
 			// The same SYN seen further in (device, then INPUT).
@@ -109,9 +109,9 @@ func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 			w.pending[k] = pendingSYN{ev: ev, local: local}
 		}
 	case leaving && f&tcpRST != 0:
-		delete(w.pending, key{e.Netns, bare(e.Tuple.Reverse())})
+		delete(w.pending, key{e.Netns, e.Tuple.Reverse().WithoutFlags()})
 	case leaving && f&(tcpSYN|tcpACK) == tcpSYN|tcpACK:
-		k := key{e.Netns, bare(e.Tuple.Reverse())}
+		k := key{e.Netns, e.Tuple.Reverse().WithoutFlags()}
 		p, ok := w.pending[k]
 		if !ok {
 			return
@@ -125,11 +125,6 @@ func (w *Watcher) Observe(e *event.Event, emit func(*event.Event)) {
 		syn.SYN = event.SYN{Listener: netip.AddrPortFrom(k.t.Dst, k.t.Dport), Outcome: event.SYNQueued}
 		emit(&syn)
 	}
-}
-
-func bare(t event.Tuple) event.Tuple {
-	t.TCPFlags = 0
-	return t
 }
 
 // Expire judges the SYNs whose grace period has passed by readTo (the

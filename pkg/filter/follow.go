@@ -24,13 +24,8 @@ func NewFollower(prog *Program) *Follower {
 		held: map[uint64][]event.Event{}}
 }
 
-func bare(t event.Tuple) event.Tuple {
-	t.TCPFlags = 0
-	return t
-}
-
 func (f *Follower) trackTuple(t event.Tuple) {
-	t = bare(t)
+	t = t.WithoutFlags()
 	f.tuples[t] = true
 	f.tuples[t.Reverse()] = true
 }
@@ -64,7 +59,7 @@ func (f *Follower) Follow(e *event.Event, release func(*event.Event)) bool {
 }
 
 func (f *Follower) known(e *event.Event) bool {
-	return (e.Skb != 0 && f.skbs[e.Skb]) || (e.HasCT() && e.CT.ID != 0 && f.cts[e.CT.ID]) || f.tuples[bare(e.Tuple)]
+	return (e.Skb != 0 && f.skbs[e.Skb]) || (e.HasCT() && e.CT.ID != 0 && f.cts[e.CT.ID]) || f.tuples[e.Tuple.WithoutFlags()]
 }
 
 func (f *Follower) follow(e *event.Event) bool {
