@@ -27,16 +27,28 @@ for i in "${!specs[@]}"; do
 	pids[$i]=$!
 	echo "vmtest: started $kernel ($suite)"
 done
+# A failed guest's output is shown last, after the guests that passed, and
+# the run ends with its failed tests' verdict lines: a CI log is often read
+# from its end only, and must say there which test failed and why.
 failed=()
 for i in "${!specs[@]}"; do
 	wait "${pids[$i]}"
-	rc=$?
-	echo "=== vmtest ${specs[$i]}"
-	cat "$OUT/$i.out"
-	[ $rc -eq 0 ] || failed+=("${specs[$i]}")
+	if [ $? -eq 0 ]; then
+		echo "=== vmtest ${specs[$i]}"
+		cat "$OUT/$i.out"
+	else
+		failed+=("$i")
+	fi
 done
 if [ ${#failed[@]} -gt 0 ]; then
-	echo "vmtest: FAILED on ${failed[*]}" >&2
+	for i in "${failed[@]}"; do
+		echo "=== vmtest ${specs[$i]} (FAILED)"
+		cat "$OUT/$i.out"
+	done
+	for i in "${failed[@]}"; do
+		echo "vmtest: FAILED on ${specs[$i]}:" >&2
+		grep -E -- '^--- .*(failed|did not finish)|^--- FAIL|_test\.go:[0-9]+:|vmtest: FAIL' "$OUT/$i.out" | tail -15 >&2
+	done
 	exit 1
 fi
 echo "vmtest: PASS on $*"
