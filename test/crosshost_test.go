@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -121,9 +122,17 @@ func requireAlignedWithinBounds(t *testing.T, log string) {
 		}
 		// zerolog writes durations in milliseconds.
 		if l.Packets == 0 || (l.AtLeast == nil && l.AtMost == nil) || (l.AtLeast != nil && *l.AtLeast > 0) || (l.AtMost != nil && *l.AtMost < 0) {
-			t.Fatalf("clock placed %.6f ms from the first's, bounds %v and %v, from %d packets: the true offset, 0, is outside", l.Offset, l.AtLeast, l.AtMost, l.Packets)
+			t.Fatalf("clock placed %.6f ms from the first's, bounds %s and %s, from %d packets: the true offset, 0, is outside", l.Offset, boundText(l.AtLeast), boundText(l.AtMost), l.Packets)
 		}
 		return
 	}
 	t.Fatalf("replay did not align the clocks:\n%s", log)
+}
+
+// boundText is a bound of the clock log in milliseconds, or "none".
+func boundText(ms *float64) string {
+	if ms == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.6f ms", *ms)
 }

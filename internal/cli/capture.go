@@ -193,8 +193,12 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 	}
 	log.Info().Int("namespaces", len(c.targets)).Str("filter", c.expr).Dur("attach", c.tr.AttachTime).Msg("watching")
 	host, _ := os.Hostname()
+	mono, wall, anchorErr, err := kernel.ClockAnchor()
+	if err != nil {
+		return err
+	}
 	c.meta = trace.Meta{Nettrace: nettraceVersion, Created: time.Now().UTC(), Host: host, Kernel: recordedKernel(facts), Points: recordedPoints(c.tr.Statuses()),
-		Filter: c.expr, SnapLen: f.snapLen, MonoNS: int64(kernel.MonotonicNow()), WallNS: time.Now().UnixNano(), DropReasons: reasons}
+		Filter: c.expr, SnapLen: f.snapLen, MonoNS: mono, WallNS: wall, AnchorErrNS: anchorErr, DropReasons: reasons}
 	namer := netns.NewNamer(c.targets)
 	c.names = output.Names{
 		DropReason: func(r uint32) string { return reasons[r] },

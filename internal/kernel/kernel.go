@@ -6,6 +6,7 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -77,6 +78,36 @@ func EnsureTracefs(mounted func(what, where string)) error {
 	mounted("tracefs", tracefs)
 	return nil
 }
+
+// ClockAnchor pairs a CLOCK_MONOTONIC time with the wall time at that
+// instant, which puts BPF timestamps on the wall clock. The two clocks
+// cannot be read at once: the wall clock is read between two monotonic
+// readings, and the tightest of anchorTries tries is kept, since a try the
+// scheduler interrupted brackets tens of microseconds (which, taken as
+// exact, would misplace every event by as much). uncertainty is how far
+// the pair can be off: half the kept bracket.
+func ClockAnchor() (mono, wall, uncertainty int64, err error) {
+	uncertainty = math.MaxInt64
+	for range anchorTries {
+		var before, at, after unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &before); err != nil {
+			return 0, 0, 0, fmt.Errorf("read the monotonic clock: %w", err)
+		}
+		if err := unix.ClockGettime(unix.CLOCK_REALTIME, &at); err != nil {
+			return 0, 0, 0, fmt.Errorf("read the wall clock: %w", err)
+		}
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &after); err != nil {
+			return 0, 0, 0, fmt.Errorf("read the monotonic clock: %w", err)
+		}
+		half := (after.Nano() - before.Nano() + 1) / 2
+		if half < uncertainty {
+			mono, wall, uncertainty = before.Nano()+half, at.Nano(), half
+		}
+	}
+	return mono, wall, uncertainty, nil
+}
+
+const anchorTries = 16
 
 // MonotonicNow is CLOCK_MONOTONIC in nanoseconds, the clock of BPF
 // timestamps (bpf_ktime_get_ns).

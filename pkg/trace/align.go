@@ -82,7 +82,7 @@ func (g *sighting) pass(stage uint64) {
 // for an event that does not), and sets each recording's clock offset from
 // the first recording's, which rebase takes off its times.
 func (s *Stream) alignClocks(id func(*event.Event) (uint64, bool)) ([]ClockSkew, error) {
-	seen := make([]map[uint64]sighting, len(s.sources))
+	seen := make([]recordingSightings, len(s.sources))
 	for n, src := range s.sources {
 		var err error
 		if seen[n], err = sightings(src, id); err != nil {
@@ -97,13 +97,20 @@ func (s *Stream) alignClocks(id func(*event.Event) (uint64, bool)) ([]ClockSkew,
 	return skews, nil
 }
 
+// recordingSightings are one recording's sightings by packet, on its wall
+// clock, which is off by up to anchorErr nanoseconds (Meta.AnchorErrNS).
+type recordingSightings struct {
+	packets   map[uint64]sighting
+	anchorErr int64
+}
+
 // sightings reads a recording's first part anew, up to maxAlignEvents
 // events, and keeps where each packet entering or leaving a device was
 // first and last seen, on the recording's wall clock.
-func sightings(src source, id func(*event.Event) (uint64, bool)) (map[uint64]sighting, error) {
+func sightings(src source, id func(*event.Event) (uint64, bool)) (recordingSightings, error) {
 	r, err := Open(src[0].File)
 	if err != nil {
-		return nil, err
+		return recordingSightings{}, err
 	}
 	defer r.Close()
 	seen := map[uint64]sighting{}
@@ -136,7 +143,7 @@ func sightings(src source, id func(*event.Event) (uint64, bool)) (map[uint64]sig
 		g.pass(uint64(e.Netns)<<32 | uint64(e.Ifindex)<<8 | uint64(e.Kind))
 		seen[k] = g
 	}
-	return seen, nil
+	return recordingSightings{packets: seen, anchorErr: r.Meta.AnchorErrNS}, nil
 }
 
 // bounds are what packets seen by two recordings say of the second's
@@ -146,10 +153,14 @@ type bounds struct {
 	packets int
 }
 
-func pairBounds(a, b map[uint64]sighting) bounds {
+// pairBounds bounds b's clock minus a's by the packets both saw, widened
+// by both recordings' anchor errors: each converted its kernel's times to
+// wall times with its own anchor.
+func pairBounds(a, b recordingSightings) bounds {
 	bd := bounds{lo: math.MinInt64, hi: math.MaxInt64}
-	for k, x := range a {
-		y, ok := b[k]
+	slack := a.anchorErr + b.anchorErr
+	for k, x := range a.packets {
+		y, ok := b.packets[k]
 		if !ok || x.ambiguous || y.ambiguous {
 			continue
 		}
@@ -157,9 +168,9 @@ func pairBounds(a, b map[uint64]sighting) bounds {
 		bToA := y.lastKind == event.KindDevTx && x.firstKind == event.KindDevRx
 		switch {
 		case aToB && !bToA:
-			bd.hi = min(bd.hi, int64(y.first-x.last))
+			bd.hi = min(bd.hi, int64(y.first-x.last)+slack)
 		case bToA && !aToB:
-			bd.lo = max(bd.lo, int64(y.last-x.first))
+			bd.lo = max(bd.lo, int64(y.last-x.first)-slack)
 		default:
 			continue // which way it went is not clear
 		}
@@ -186,7 +197,7 @@ func (bd bounds) skew(host string, base time.Duration) ClockSkew {
 
 // offsets places every recording against the first: through the
 // recordings it shares the most packets with, first reached first.
-func (s *Stream) offsets(seen []map[uint64]sighting) []ClockSkew {
+func (s *Stream) offsets(seen []recordingSightings) []ClockSkew {
 	skews := make([]ClockSkew, len(seen))
 	for n := range skews {
 		skews[n].Host = s.hostName(n)

@@ -18,8 +18,9 @@ type crossing struct {
 }
 
 // recordHosts writes what two hosts saw of crossings, host 1's wall clock
-// ahead of host 0's by ahead, and returns the recordings.
-func recordHosts(t *testing.T, crossings []crossing, ahead time.Duration) []string {
+// ahead of host 0's by ahead, each recording's clock anchor right within
+// anchorErr, and returns the recordings.
+func recordHosts(t *testing.T, crossings []crossing, ahead, anchorErr time.Duration) []string {
 	t.Helper()
 	var paths []string
 	for host := range 2 {
@@ -27,7 +28,7 @@ func recordHosts(t *testing.T, crossings []crossing, ahead time.Duration) []stri
 		// Both kernels booted at their own time: mono 0 is a different
 		// wall time on each.
 		meta := Meta{Nettrace: "test", Host: []string{"a", "b"}[host], Run: []string{"1", "2"}[host], MonoNS: 0,
-			WallNS: int64(1_800_000_000_000_000_000 + host*3_000_000_000)}
+			WallNS: int64(1_800_000_000_000_000_000 + host*3_000_000_000), AnchorErrNS: int64(anchorErr)}
 		if host == 1 {
 			meta.WallNS += int64(ahead)
 		}
@@ -87,7 +88,7 @@ func TestAlignedStreamPlacesEachHostsClock(t *testing.T) {
 		{"no packet on both", nil, 0, "none", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, skews, err := NewAlignedStream(openAll(t, recordHosts(t, tc.crossings, ahead)), bySkb)
+			s, skews, err := NewAlignedStream(openAll(t, recordHosts(t, tc.crossings, ahead, 0)), bySkb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,12 +126,33 @@ func TestAlignedStreamSkipsRepeatedIdentities(t *testing.T) {
 	ahead := 300 * time.Millisecond
 	// Packet 1 sent from host 0 at 1 ms and again at 1001 ms; packet 2
 	// from host 1 at 2 ms.
-	paths := recordHosts(t, []crossing{{1, 1000, 0}, {2, 2000, 1}, {1, 1_001_000, 0}}, ahead)
+	paths := recordHosts(t, []crossing{{1, 1000, 0}, {2, 2000, 1}, {1, 1_001_000, 0}}, ahead, 0)
 	_, skews, err := NewAlignedStream(openAll(t, paths), bySkb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if k := skews[1]; k.Packets != 1 || k.Offset != ahead-50*time.Microsecond || k.HasUpper {
 		t.Fatalf("skew %+v, want %s from packet 2 alone", k, ahead-50*time.Microsecond)
+	}
+}
+
+// Two recorders on one kernel: the clocks are one, but each recorder read
+// its anchor's two clocks one after the other, and one was interrupted
+// between them for 80 µs, more than the packets' 50 µs on the wire. The
+// bounds widen by both anchors' errors and hold the true offset, zero.
+func TestAlignedStreamBoundsHoldTheAnchorsErrors(t *testing.T) {
+	bySkb := func(e *event.Event) (uint64, bool) { return e.Skb, true }
+	misread, anchorErr := 80*time.Microsecond, 45*time.Microsecond
+	paths := recordHosts(t, []crossing{{1, 1000, 0}, {2, 2000, 1}}, misread, anchorErr)
+	_, skews, err := NewAlignedStream(openAll(t, paths), bySkb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := skews[1]
+	if k.Offset != misread || k.Lower != misread-50*time.Microsecond-2*anchorErr || k.Upper != misread+50*time.Microsecond+2*anchorErr {
+		t.Fatalf("skew %+v, want %s between the wire's bounds widened by %s", k, misread, 2*anchorErr)
+	}
+	if k.Lower > 0 || k.Upper < 0 {
+		t.Fatalf("bounds %s, %s: the true offset, 0, is outside", k.Lower, k.Upper)
 	}
 }

@@ -17,6 +17,10 @@ type Meta struct {
 	// The clock anchor: kernel monotonic time MonoNS was wall time WallNS.
 	MonoNS int64 `json:"mono_ns"`
 	WallNS int64 `json:"wall_ns"`
+	// AnchorErrNS is how far the anchor's wall time can be from the true
+	// wall time at MonoNS: the two clocks are read one after the other.
+	// Clock alignment widens its bounds by it.
+	AnchorErrNS int64 `json:"anchor_err_ns,omitempty"`
 	// DropReasons are the recording kernel's enum skb_drop_reason names.
 	DropReasons map[uint32]string `json:"drop_reasons"`
 	// Run identifies one recording run; Part numbers its files from 1 when
