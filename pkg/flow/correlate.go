@@ -223,6 +223,15 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 	if partial(e) {
 		return n, skb
 	}
+	if facts.isnDir == 0 {
+		// A SYN sent again is its connection's, wherever a later one on
+		// the same tuple took the tuple's key (a first SYN dropped, and an
+		// earlier connection's late packets between).
+		k := tupleKey(e.Netns, pt)
+		k.kind, k.aux = keySYN, uint64(facts.isn)
+		keys[n] = k
+		n++
+	}
 	if facts.ctKey.kind != 0 {
 		// In a namespace with conntrack, its tuples name the connection:
 		// no two entries share one once confirmed. The packet's own tuple

@@ -24,6 +24,7 @@ const (
 	keyTuple
 	keySock
 	keyWire
+	keySYN
 )
 
 // key identifies something a flow is known by. It holds no pointer, so the
@@ -277,9 +278,14 @@ type connFacts struct {
 	// tuple.
 	acked    uint32
 	hasAcked bool
-	ctKey    key // the conntrack entry's key, when it identifies the connection
-	ct       ctSeen
-	sock     sockSeen
+	// seq and ack are a segment's numbers (not a SYN's; ack when it has
+	// ACK set), whichever way it went: a segment of an earlier connection
+	// on the same tuple is numbered before this one's initial numbers.
+	seq, ack       uint32
+	hasSeq, hasAck bool
+	ctKey          key // the conntrack entry's key, when it identifies the connection
+	ct             ctSeen
+	sock           sockSeen
 	// sockDone: the socket closed after its connection was established
 	// (not a connect that failed, whose replies may still be on their way).
 	sockDone bool
@@ -339,13 +345,17 @@ const (
 // factsOf reads the connection facts of an event.
 func factsOf(e *event.Event, pt event.Tuple) connFacts {
 	f := connFacts{isnDir: -1}
-	if pt.Proto == event.ProtoTCP && pt.TCPFlags&tcpSYN != 0 && e.Point != event.PointTCP {
+	if pt.Proto == event.ProtoTCP && e.Point != event.PointTCP {
 		if seq, ack, ok := event.TCPSeqAck(connBytes(e)); ok {
-			f.isn = seq
-			f.isnDir = 0
-			if pt.TCPFlags&tcpACK != 0 {
-				f.isnDir = 1
+			switch {
+			case pt.TCPFlags&tcpSYN == 0:
+				f.seq, f.hasSeq = seq, true
+				f.ack, f.hasAck = ack, pt.TCPFlags&tcpACK != 0
+			case pt.TCPFlags&tcpACK != 0:
+				f.isn, f.isnDir = seq, 1
 				f.acked, f.hasAcked = ack-1, true
+			default:
+				f.isn, f.isnDir = seq, 0
 			}
 		}
 	}
@@ -369,7 +379,10 @@ func (s *connState) agrees(f *connFacts) bool {
 	if f.hasAcked && s.hasISN[0] && f.acked-s.isn[0] > maxSYNData {
 		return false
 	}
-	if f.ct.sum != 0 && !s.sameSYN(f) {
+	if f.hasSeq && !s.numbers(f, 0) && !s.numbers(f, 1) {
+		return false
+	}
+	if f.ct.sum != 0 && !s.sameSYN(f) && !s.sameNumbers(f) {
 		for _, c := range s.cts[:s.nct] {
 			if c.netns == f.ct.netns && c.sum != f.ct.sum {
 				return false
@@ -384,6 +397,48 @@ func (s *connState) agrees(f *connFacts) bool {
 		}
 	}
 	return true
+}
+
+// numbers says whether a segment's numbers can be this connection's, sent
+// in direction dir (0: the SYN's sender's): none before the initial
+// numbers known of either side.
+func (s *connState) numbers(f *connFacts, dir int) bool {
+	if s.hasISN[dir] && before(f.seq, s.isn[dir]+1) {
+		return false
+	}
+	return !(f.hasAck && s.hasISN[1-dir] && before(f.ack, s.isn[1-dir]+1))
+}
+
+// sameNumbers says whether a segment is numbered as this connection's
+// first segments are, both ways (the initial numbers of both sides known):
+// its own, whatever entry it has, as a retransmitted SYN is (sameSYN). A
+// segment of a connection whose entry was replaced (conntrack re-creates
+// it from a segment after the one it had was killed) carries a new one.
+func (s *connState) sameNumbers(f *connFacts) bool {
+	if !f.hasSeq || !f.hasAck || !s.hasISN[0] || !s.hasISN[1] {
+		return false
+	}
+	for dir := range 2 {
+		if f.seq-(s.isn[dir]+1) <= maxSYNData && f.ack-(s.isn[1-dir]+1) <= maxSYNData {
+			return true
+		}
+	}
+	return false
+}
+
+// maxBefore is how far before a connection's first number a segment's
+// number must be to be another connection's. Linux numbers a connection
+// on a tuple after the one before it (RFC 6528: a clock plus a hash of
+// the tuple), so its predecessor's late segments come before; a
+// connection's own numbers come before its first only after 3 GiB sent
+// (the space wraps at 4), where it may be split.
+const maxBefore = 1 << 30
+
+// before says whether sequence number n comes before first, by at most
+// maxBefore.
+func before(n, first uint32) bool {
+	d := first - n
+	return d > 0 && d <= maxBefore
 }
 
 // compatible says whether two flows can be one connection.
@@ -446,7 +501,7 @@ func (s *connState) over() bool {
 // SYN's challenge ACK) when the SYN comes again, and the connection is the
 // new entry's from then on.
 func (s *connState) addCT(f *connFacts) {
-	if s.sameSYN(f) {
+	if s.sameSYN(f) || s.sameNumbers(f) {
 		for i := range s.cts[:s.nct] {
 			if s.cts[i].netns == f.ct.netns {
 				s.cts[i] = f.ct
