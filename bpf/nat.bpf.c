@@ -207,16 +207,19 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		return;
 	if (!nt_netns_watched(netns))
 		return;
-	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
-	e->hook = hook;
-	e->netns = netns;
 	/* NAT translates only what conntrack tracks: a packet without an entry
 	 * passes a hook that is not NAT's (the netfilter method runs at every
 	 * hook of a watched namespace, NAT or not), unless conntrack judged it
-	 * INVALID. */
-	if (!nt_ct_of(skb, direct)) {
-		if (nat_judged_invalid(skb, hook, net, pf, direct))
-			nat_report_invalid(skb, e, direct);
+	 * INVALID. Decided before the event is set up: in a namespace without
+	 * conntrack (a pod's without rules), every run ends here. */
+	ct = nt_ct_of(skb, direct);
+	if (!ct && !nat_judged_invalid(skb, hook, net, pf, direct))
+		goto out;
+	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
+	e->hook = hook;
+	e->netns = netns;
+	if (!ct) {
+		nat_report_invalid(skb, e, direct);
 		goto out;
 	}
 	if (!nt_parse_skb(skb, false, e, NULL, direct))
@@ -227,7 +230,6 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		followed = slot->followed;
 	}
 	if (!followed) {
-		ct = nt_ct_of(skb, direct);
 		if (nt_unremarkable(ct, &e->tuple, nt_inner(e)))
 			goto out;
 		/* A packet DNATed onto the filter's address is followed from

@@ -126,43 +126,58 @@ int BPF_KRETPROBE(route6_kretprobe, int ret)
 	return 0;
 }
 
-/* route_in_nat_window says whether lookup e is the re-route of the packet
- * whose OUTPUT NAT is in progress on this CPU (slot). The re-route a DNAT
- * in OUTPUT triggers looks up the packet's source (or none) and its new
+/* route_may_be_reroute says whether lookup t may be the re-route of the
+ * packet whose OUTPUT NAT is in progress on this CPU (slot). The re-route a
+ * DNAT in OUTPUT triggers looks up the packet's source (or none) and its new
  * destination: a lookup inside the window that does not (a softirq's input
  * route, or any lookup after a NAT that dropped its packet, whose window
- * stays open) is not that packet's. Every namespace's OUTPUT shares the
- * window: a lookup whose device is in another namespace (a socket's
- * connect there) is not the re-route either; a failed lookup has no device
- * to tell by. */
-static __always_inline bool route_in_nat_window(const struct nat_slot *slot, const struct nt_event *e,
-						struct net_device *dev)
+ * stays open) is not that packet's. route_in_slot_netns says the rest. */
+static __always_inline bool route_may_be_reroute(const struct nat_slot *slot, const struct nt_tuple *t)
 {
 	__u32 any[4] = {};
 
-	if (!slot || !slot->active || !slot->followed || slot->pre.ipv6 != e->tuple.ipv6)
+	if (!slot || !slot->active || !slot->followed || slot->pre.ipv6 != t->ipv6)
 		return false;
-	if (!nt_same_addr(e->tuple.saddr, any) && !nt_same_addr(e->tuple.saddr, slot->pre.saddr))
+	if (!nt_same_addr(t->saddr, any) && !nt_same_addr(t->saddr, slot->pre.saddr))
 		return false;
-	if (nt_same_addr(e->tuple.daddr, slot->pre.daddr))
-		return false;
+	return !nt_same_addr(t->daddr, slot->pre.daddr);
+}
+
+/* Every namespace's OUTPUT shares the window: a lookup whose device is in
+ * another namespace (a socket's connect there) is not the re-route; a
+ * failed lookup has no device to tell by. */
+static __always_inline bool route_in_slot_netns(const struct nat_slot *slot, struct net_device *dev)
+{
 	return !dev || nt_dev_netns(dev, false) == slot->netns;
 }
 
-/* route_lookup_report reports a FIB lookup whose tuple, gateway and device
- * e holds: as the re-route of the packet whose OUTPUT NAT is in progress on
- * this CPU when it is that, else only for an explicit filter match (with no
- * filter it would be one per routed packet). */
-static __always_inline void route_lookup_report(struct nt_event *e, struct net_device *dev, int err, __u32 table)
+/* route_lookup_wanted decides on lookup t before anything more is read or
+ * an event set up: a node looks up a route for every packet it forwards,
+ * and almost none is reported. Wanted are the re-route of the packet whose
+ * OUTPUT NAT is in progress on this CPU (*slot is then that NAT's window)
+ * and, only with a filter, the lookups it matches (with none it would be
+ * one per routed packet). */
+static __always_inline bool route_lookup_wanted(const struct nt_tuple *t, __u32 table, struct nat_slot **slot)
 {
 	__u32 hook = NF_INET_LOCAL_OUT;
-	struct nat_slot *slot = bpf_map_lookup_elem(&nat_slots, &hook);
 
 	/* Address-type checks (inet_addr_type) look up the local table; they
 	 * are not routing decisions. */
 	if (table == RT_TABLE_LOCAL)
-		return;
-	if (route_in_nat_window(slot, e, dev)) {
+		return false;
+	*slot = bpf_map_lookup_elem(&nat_slots, &hook);
+	if (route_may_be_reroute(*slot, t))
+		return true;
+	*slot = NULL;
+	return filter_len && nt_filter_match(t);
+}
+
+/* route_lookup_report reports wanted lookup e, whose tuple, gateway and
+ * device it holds; slot is the NAT window it may be the re-route in. */
+static __always_inline void route_lookup_report(struct nt_event *e, struct nat_slot *slot, struct net_device *dev,
+						int err, __u32 table)
+{
+	if (slot && route_in_slot_netns(slot, dev)) {
 		e->skb = slot->skb;
 		e->hook = NF_INET_LOCAL_OUT;
 	} else if (!filter_len || !nt_filter_match(&e->tuple)) {
@@ -185,24 +200,30 @@ SEC("tp_btf/fib_table_lookup")
 int BPF_PROG(route_fib_lookup, u32 table, const struct flowi4 *flp,
 	     const struct fib_nh_common *nhc, int err)
 {
+	struct nat_slot *slot = NULL;
 	struct net_device *dev = NULL;
+	struct nt_tuple t = {};
+
+	t.saddr[0] = flp->saddr;
+	t.daddr[0] = flp->daddr;
+	t.proto = flp->__fl_common.flowic_proto;
+	t.sport = bpf_ntohs(flp->uli.ports.sport);
+	t.dport = bpf_ntohs(flp->uli.ports.dport);
+	if (!route_lookup_wanted(&t, table, &slot))
+		return 0;
+
 	NT_EVENT(e);
 
 	if (!e)
 		return 0;
-
 	nt_init(e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
-	e->tuple.saddr[0] = flp->saddr;
-	e->tuple.daddr[0] = flp->daddr;
-	e->tuple.proto = flp->__fl_common.flowic_proto;
-	e->tuple.sport = bpf_ntohs(flp->uli.ports.sport);
-	e->tuple.dport = bpf_ntohs(flp->uli.ports.dport);
+	e->tuple = t;
 	if (nhc) {
 		dev = BPF_CORE_READ(nhc, nhc_dev);
 		if (BPF_CORE_READ(nhc, nhc_gw_family) == 2 /* AF_INET */)
 			e->u.route.gateway[0] = BPF_CORE_READ(nhc, nhc_gw.ipv4);
 	}
-	route_lookup_report(e, dev, err, table);
+	route_lookup_report(e, slot, dev, err, table);
 	return 0;
 }
 
@@ -212,27 +233,35 @@ SEC("tp_btf/fib6_table_lookup")
 int BPF_PROG(route_fib6_lookup, const struct net *net, const struct fib6_result *res,
 	     struct fib6_table *table, const struct flowi6 *flp)
 {
-	struct fib6_nh *nh = BPF_CORE_READ(res, nh);
+	struct nat_slot *slot = NULL;
 	struct net_device *dev = NULL;
+	struct nt_tuple t = { .ipv6 = 1 };
+	struct fib6_nh *nh;
+	__u32 table_id;
 	int err = 0;
+
+	BPF_CORE_READ_INTO(&t.saddr, flp, saddr.in6_u.u6_addr32);
+	BPF_CORE_READ_INTO(&t.daddr, flp, daddr.in6_u.u6_addr32);
+	t.proto = BPF_CORE_READ(flp, __fl_common.flowic_proto);
+	t.sport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.sport));
+	t.dport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.dport));
+	table_id = BPF_CORE_READ(table, tb6_id);
+	if (!route_lookup_wanted(&t, table_id, &slot))
+		return 0;
+
 	NT_EVENT(e);
 
 	if (!e)
 		return 0;
-
 	nt_init(e, NT_POINT_ROUTE, NT_KIND_ROUTE_LOOKUP, 0);
-	e->tuple.ipv6 = 1;
-	BPF_CORE_READ_INTO(&e->tuple.saddr, flp, saddr.in6_u.u6_addr32);
-	BPF_CORE_READ_INTO(&e->tuple.daddr, flp, daddr.in6_u.u6_addr32);
-	e->tuple.proto = BPF_CORE_READ(flp, __fl_common.flowic_proto);
-	e->tuple.sport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.sport));
-	e->tuple.dport = bpf_ntohs(BPF_CORE_READ(flp, uli.ports.dport));
+	e->tuple = t;
+	nh = BPF_CORE_READ(res, nh);
 	if (BPF_CORE_READ(res, fib6_type) == RTN_UNREACHABLE)
 		err = -101; /* -ENETUNREACH, what the caller makes of it */
 	else if (nh) {
 		dev = BPF_CORE_READ(nh, nh_common.nhc_dev);
 		BPF_CORE_READ_INTO(&e->u.route.gateway, nh, nh_common.nhc_gw.ipv6.in6_u.u6_addr32);
 	}
-	route_lookup_report(e, dev, err, BPF_CORE_READ(table, tb6_id));
+	route_lookup_report(e, slot, dev, err, table_id);
 	return 0;
 }

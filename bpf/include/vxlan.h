@@ -61,18 +61,40 @@ static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
 
 #define ETH_P_TEB 0x6558
 
-/* The tracepoint method, at net_dev_start_xmit: a packet handed to a vxlan
- * device enters it; the same skb leaving the underlay device is the
- * encapsulated packet. */
-static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
+/* The encapsulated packet leaving the underlay device: the skb a vxlan
+ * device was handed (vxlan_entered), now with the outer headers. */
+static __always_inline void vxlan_left_underlay(struct sk_buff *skb, struct net_device *dev)
 {
-	__u64 id = (__u64)skb;
 	NT_EVENT(e);
 	__u32 vni = 0;
-	__u8 one = 1;
 
 	if (!e)
 		return;
+
+	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
+	if (!nt_parse_skb(skb, false, e, &vni, true) || !(e->flags & NT_F_INNER))
+		return;
+	if (!nt_netns_watched(nt_dev_netns(dev, true)))
+		return;
+	if (nt_unremarkable(0, &e->tuple, &e->inner) || nt_follow(e->skb, nt_ct_of(skb, true), &e->tuple, &e->inner) != NT_REPORT)
+		return;
+	nt_fill_ct(skb, e);
+	nt_fill_dev(dev, e);
+	e->u.vxlan.vni = vni;
+	__builtin_memcpy(e->u.vxlan.remote, e->tuple.daddr, sizeof(e->u.vxlan.remote));
+	__builtin_memcpy(e->u.vxlan.local, e->tuple.saddr, sizeof(e->u.vxlan.local));
+	e->u.vxlan.port = e->tuple.dport;
+	nt_submit_skb(e, skb, false, true);
+}
+
+/* The tracepoint method, at net_dev_start_xmit: a packet handed to a vxlan
+ * device enters it; the same skb leaving the underlay device is the
+ * encapsulated packet. Every packet the host sends passes here, and few
+ * are either: the handlers take an event slot, not this. */
+static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	__u64 id = (__u64)skb;
+	__u8 one = 1;
 
 	if (vxlan_is_vxlan_dev(dev)) {
 		/* An established connection's segment is not reported
@@ -94,20 +116,7 @@ static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device
 	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
 		return;
 	bpf_map_delete_elem(&vxlan_entered, &id);
-	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, id);
-	if (!nt_parse_skb(skb, false, e, &vni, true) || !(e->flags & NT_F_INNER))
-		return;
-	if (!nt_netns_watched(nt_dev_netns(dev, true)))
-		return;
-	if (nt_unremarkable(0, &e->tuple, &e->inner) || nt_follow(e->skb, nt_ct_of(skb, true), &e->tuple, &e->inner) != NT_REPORT)
-		return;
-	nt_fill_ct(skb, e);
-	nt_fill_dev(dev, e);
-	e->u.vxlan.vni = vni;
-	__builtin_memcpy(e->u.vxlan.remote, e->tuple.daddr, sizeof(e->u.vxlan.remote));
-	__builtin_memcpy(e->u.vxlan.local, e->tuple.saddr, sizeof(e->u.vxlan.local));
-	e->u.vxlan.port = e->tuple.dport;
-	nt_submit_skb(e, skb, false, true);
+	vxlan_left_underlay(skb, dev);
 }
 
 #endif

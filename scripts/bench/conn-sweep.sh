@@ -17,10 +17,14 @@
 # mode in MODES, run by that build in the same rounds.
 # Incident 1's client connects once in every round: its fault must be named
 # once, and nothing else. Modes are interleaved within each rate, round by
-# round. Prints a markdown table: connection rate (median of the rounds) and
-# its ratio to no tracer, kernel records and events per connection (a
-# record carries a packet's journey: several events), events lost and
-# shed, flows marked incomplete, the fault's findings, false findings.
+# round, each round starting one mode later, and each mode starts on
+# drained conntrack tables (settle): a mode run right after a fast one,
+# among its connections' entries on the ports it reuses, was the slower
+# (docs/performance.md, 2026-11-29). Prints a
+# markdown table: connection rate (median of the rounds) and its ratio to
+# no tracer, kernel records and events per connection (a record carries a
+# packet's journey: several events), events lost and shed, flows marked
+# incomplete, the fault's findings, false findings.
 #
 # Usage: scripts/bench/conn-sweep.sh [ROUNDS] [SECONDS] [RATES...]   (root)
 #   defaults: 1 round, 5 s, rates 100 500 1000 2000 full
@@ -75,9 +79,28 @@ stop_tracer() {
 	rm -f "$OUT/t.pcap" "$OUT/r.ntrace"
 }
 
+# settle waits until the connections of the mode before have left the
+# nodes' conntrack tables: five seconds at full speed leave about 52,000
+# entries in each, which stay about 35 s (a reset connection's 10 s, then
+# the garbage collector's pass).
+settle() {
+	local n
+	for _ in $(seq 300); do
+		n=0
+		for ns in ntlab-n1 ntlab-n2; do
+			n=$((n + $(ip netns exec "$ns" cat /proc/sys/net/netfilter/nf_conntrack_count)))
+		done
+		[ "$n" -lt 200 ] && return
+		sleep 0.2
+	done
+	echo "conntrack tables did not drain: $n entries" >&2
+}
+
 for rate in "${RATES[@]}"; do
 	for r in $(seq "$ROUNDS"); do
-		for m in "${MODES[@]}"; do
+		for i in "${!MODES[@]}"; do
+			m=${MODES[$(((i + r - 1) % ${#MODES[@]}))]}
+			settle
 			start_tracer "$m"
 			"$NTLAB" traffic snat-missing >/dev/null &
 			fault=$!
