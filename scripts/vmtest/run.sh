@@ -14,8 +14,11 @@
 # VMTEST_SUITE chooses what the guest proves, a comma-separated list of:
 #   captures  each point's preferred method on this kernel: the probes, the
 #             captures of each point, IPv6, the rules, no residue
-#   busy-v4   every IPv4 lab incident beside the busy lab's background
-#             traffic, unfiltered; incident 1 under forced loss
+#   busy-v4   the seeded IPv4 lab incidents, their nftables twins, the
+#             conntrack clash and hairpin mode beside the busy lab's
+#             background traffic, unfiltered; incident 1 under forced loss
+#   busy-v4-more  the other IPv4 lab incidents the same way (a new IPv4
+#             scenario goes into one of these two lists)
 #   busy-v6   the same for the IPv6 scenarios (and the forced loss again)
 #   methods   every method of each point reports the same facts
 #   pair      two guests of the kernel as the lab's two nodes, their
@@ -39,21 +42,22 @@ TIMEOUT=${VMTEST_TIMEOUT:-3000}
 # busy lab runs unfiltered only: with no filter, every namespace watched and
 # background traffic, it checks everything the quiet lab (TestLab) and the
 # filtered runs check; those test the filter and the rules' tracing, which
-# no kernel method changes (CI's own kernel runs them all). IPv4 scenario
-# names are the ones without a digit. The healthy twins stay on CI's own
-# kernel: each incident's run already fails on any finding but its fault,
-# on every background flow, and a twin costs a guest 90 s or more under
-# TCG, which a slower machine must still fit into CI's 90 minutes.
+# no kernel method changes (CI's own kernel runs them all). The healthy
+# twins stay on CI's own kernel: each incident's run already fails on any
+# finding but its fault, on every background flow, and a twin costs a
+# guest 90 s or more under TCG, which a slower machine must still fit into
+# CI's 90 minutes.
 declare -A SUITES=(
 	[captures]='TestProbes|TestNATTuples|TestDropReasons|TestDropRule|TestRulesTable|TestVXLAN|TestSYN|TestListenerResets|TestIPv6|TestLabDown|TestNoResidue|TestReplayBadInput|TestSNATMissingWithFlannel|TestConntrackTableFull'
-	[busy-v4]='TestBusyLab/^[a-z-]+$/unfiltered TestForcedLoss/^snat-missing$'
+	[busy-v4]='TestBusyLab/^(snat-missing|syn-overflow|service-paths|stale-hostport|hairpin|service-paths-nft|hairpin-nft|conntrack-clash|hairpin-mode)$/unfiltered TestForcedLoss/^snat-missing$'
+	[busy-v4-more]='TestBusyLab/^(lb-source-ranges|lb-local-no-endpoint|conntrack-invalid|stale-udp-entry|snat-port-clash|mtu-black-hole)$/unfiltered'
 	[busy-v6]='TestBusyLab/-v6/unfiltered TestForcedLoss/^snat-missing$'
 	[methods]='TestProbes|TestMethods'
 	[pair]='TestTwoKernels'
 )
 SKIP=${VMTEST_SKIP-'TestBusyLab/-healthy$'}
 SUITE=${VMTEST_SUITE:-all}
-[ "$SUITE" != all ] || SUITE=captures,busy-v4,busy-v6,methods
+[ "$SUITE" != all ] || SUITE=captures,busy-v4,busy-v4-more,busy-v6,methods
 PAIR=""
 if [ "$SUITE" = pair ]; then
 	PAIR=1
