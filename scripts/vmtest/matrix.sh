@@ -47,7 +47,12 @@ if [ ${#failed[@]} -gt 0 ]; then
 	done
 	for i in "${failed[@]}"; do
 		echo "vmtest: FAILED on ${specs[$i]}:" >&2
-		grep -E -- '^--- .*(failed|did not finish)|^--- FAIL|_test\.go:[0-9]+:|vmtest: FAIL' "$OUT/$i.out" | tail -15 >&2
+		# What the failed tests said, not the guest's end that follows it
+		# (the tests that ran last, which may have passed): which tests and
+		# runs failed, then their last lines.
+		sed '/^vmtest: the end of /,$d' "$OUT/$i.out" > "$OUT/$i.failed"
+		grep -E -- '^--- .*(failed|did not finish)|^--- FAIL|^VMTEST RUN FAILED|^lab down:|^panic:|vmtest: FAIL' "$OUT/$i.failed" >&2
+		grep -E -- '_test\.go:[0-9]+:' "$OUT/$i.failed" | tail -15 >&2
 	done
 	exit 1
 fi

@@ -192,7 +192,10 @@ echo "VMTEST: running tests"
 cd /tmp
 result=PASS
 for run in $RUNS; do
-	NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab FLANNELD_BIN=/flanneld /nettrace.test -test.v -test.count=$COUNT -test.timeout $((TIMEOUT - 120))s -test.run "\$run" -test.skip '$SKIP' || result=FAIL
+	NETTRACE_BIN=/nettrace NTLAB_BIN=/ntlab FLANNELD_BIN=/flanneld /nettrace.test -test.v -test.count=$COUNT -test.timeout $((TIMEOUT - 120))s -test.run "\$run" -test.skip '$SKIP'
+	rc=\$?
+	# Which run failed, even when no test did (the lab's teardown).
+	[ \$rc -eq 0 ] || { echo "VMTEST RUN FAILED (exit \$rc): \$run"; result=FAIL; }
 done
 echo "VMTEST RESULT: \$result"
 poweroff -f
@@ -209,6 +212,7 @@ echo "vmtest: initramfs $(du -h "$WORK/initrd.gz" | cut -f1); booting $NAME unde
 show_failures() {
 	local log=$1
 	tr -d '\r' < "$log" | sed -n '/VMTEST: running tests/,$p' | go tool test2json | go run ./scripts/failed || true
+	tr -d '\r' < "$log" | grep -E '^(VMTEST RUN FAILED|lab down:|panic:)' || true
 	if grep -qE "$OOPS" "$log"; then
 		echo "vmtest: the kernel's first oops or warning in $NAME:"
 		tr -d '\r' < "$log" | sed -nE "/$OOPS/,\$p" | head -100
