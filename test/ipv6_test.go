@@ -1,9 +1,13 @@
 package test
 
 import (
+	"bytes"
 	"net"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
 )
@@ -143,4 +147,68 @@ func TestIPv6NATTuplesAndConntrack(t *testing.T) {
 func isIPv6(addr string) bool {
 	ip := net.ParseIP(addr)
 	return ip != nil && ip.To4() == nil
+}
+
+// IPv6 packets whose transport header follows extension headers: a TCP
+// SYN carrying a Destination Options header (the socket's sticky option)
+// and a UDP datagram the sender fragments over the link's MTU. Every
+// point parses a packet's tuple past its extension headers: the device
+// point reports the SYN and the first fragment with their ports, and the
+// later fragment, which carries no transport header, without.
+func TestIPv6ExtensionHeaders(t *testing.T) {
+	client, server := newNetns(t, "cli"), newNetns(t, "srv")
+	const caddr, saddr = "fd00:98:62::1", "fd00:98:62::2"
+	veth(t, client, "c0", caddr+"/64 nodad", server, "s0", saddr+"/64 nodad")
+	listen(t, server, "["+saddr+"]:8443", 0, true)
+	w := startWatch(t, "--netns", client, "--netns", server, "host "+saddr)
+	// PadN, four bytes: the smallest Destination Options header (8 bytes;
+	// the kernel fills in its next header).
+	dstopts := string([]byte{0, 0, 1, 4, 0, 0, 0, 0})
+	inNetns(t, client, func() error {
+		d := net.Dialer{Timeout: 3 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var err error
+			if cerr := rc.Control(func(fd uintptr) {
+				err = unix.SetsockoptString(int(fd), unix.IPPROTO_IPV6, unix.IPV6_DSTOPTS, dstopts)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}}
+		c, err := d.Dial("tcp6", "["+saddr+"]:8443")
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	inNetns(t, client, func() error {
+		c, err := net.Dial("udp6", "["+saddr+"]:9999")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// Two fragments over 1500 bytes. Not zeros: the later fragment's
+		// payload, read as ports, must not pass for no ports.
+		_, err = c.Write(bytes.Repeat([]byte{0xab}, 3000))
+		return err
+	})
+	tr := w.stop(t)
+
+	rx := func(proto string, dport uint16, flags string) func(e output.JSONEvent) bool {
+		return func(e output.JSONEvent) bool {
+			return e.Point == "dev" && e.Kind == "rx" && e.Netns == server && e.Tuple != nil && e.Tuple.Proto == proto &&
+				e.Tuple.Src == caddr && e.Tuple.Dst == saddr && e.Tuple.Dport == dport && e.Tuple.Flags == flags
+		}
+	}
+	for _, want := range []struct {
+		what string
+		pred func(e output.JSONEvent) bool
+	}{
+		{"the SYN past its Destination Options header", rx("tcp", 8443, "S")},
+		{"the first fragment with its ports", rx("udp", 9999, "")},
+		{"the later fragment without ports", rx("udp", 0, "")},
+	} {
+		if len(find(tr.events, want.pred)) == 0 {
+			t.Errorf("no event for %s:\n%s", want.what, dump(tr.events))
+		}
+	}
 }
