@@ -247,8 +247,8 @@ func TestSYNAcceptQueueFull(t *testing.T) {
 // acknowledges, not by how soon it came (within the second that keeps
 // out the listener's own retransmission: syn.h's SYNACK_WINDOW_NS).
 //
-// The ruleset costs a connection about 20 ms on our machines and 0.2 s in
-// a TCG guest, well inside that second on a machine several times slower.
+// The ruleset costs a connection about 20 ms on our machines and 0.1-0.5 s
+// in a TCG guest (the other guest running beside it), inside that second.
 // A guest's first connection through it once took 2.6 s and its SYN-ACK
 // was sent twice: one connection before the watch starts takes that first
 // cost, and a SYN-ACK sent again crosses the ruleset again, so its counter
