@@ -91,7 +91,7 @@ func printProbes(r probesReport) {
 	fmt.Printf("kernel %s, BTF %s, lockdown %s, kprobes %s; attach %.0f ms, detach %.0f ms\n\n", r.Kernel.Release,
 		yesNo(r.Kernel.BTF), r.Kernel.Lockdown, yesNo(r.Kernel.Kprobes), r.AttachMS, r.DetachMS)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POINT\tMETHOD\tTARGET\tNOTES")
+	fmt.Fprintln(tw, "POINT\tMETHOD\tMS\tTARGET\tNOTES")
 	for _, s := range r.Points {
 		var notes []string
 		if s.Note != "" {
@@ -108,7 +108,7 @@ func printProbes(r probesReport) {
 		if !s.Active() {
 			method = "UNAVAILABLE"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Point, method, s.Target, strings.Join(notes, "; "))
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\n", s.Point, method, s.AttachMS, s.Target, strings.Join(notes, "; "))
 	}
 	tw.Flush()
 }

@@ -3,6 +3,8 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +59,9 @@ type Status struct {
 	Target  string    `json:"target,omitempty"`
 	Note    string    `json:"note,omitempty"`
 	Skipped []Attempt `json:"unavailable,omitempty"`
+	// AttachMS is what loading and attaching the point took, every method
+	// tried included: where a slow start goes.
+	AttachMS float64 `json:"attach_ms"`
 }
 
 // Active says whether the point observes anything.
@@ -105,6 +110,8 @@ type Tracer struct {
 	// journeys (journey.go).
 	journeyFlush *ebpf.Program
 	cpus         int
+	// missingKfuncs are the weak kfuncs this kernel lacks (kfunc.go).
+	missingKfuncs []string
 }
 
 // Open loads and attaches every observation point it can. It fails only
@@ -116,6 +123,11 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 	}
 	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{}, nfNamespace: map[uint32]bool{},
 		siteHandlers: map[string][]siteHandler{}}
+	missing, err := missingKfuncs()
+	if err != nil {
+		return nil, err
+	}
+	t.missingKfuncs = missing
 	if err := t.createMaps(); err != nil {
 		t.Close()
 		return nil, err
@@ -296,8 +308,10 @@ func tracepointHasArgs(name string, n int) bool {
 	return ok && len(proto.Params) >= n+1
 }
 
-func (t *Tracer) attachPoint(p pointDef) Status {
-	st := Status{Point: p.name}
+func (t *Tracer) attachPoint(p pointDef) (st Status) {
+	start := time.Now()
+	st.Point = p.name
+	defer func() { st.AttachMS = msSince(start) }()
 	spec, err := p.load()
 	if err == nil {
 		err = t.configure(spec)
@@ -471,7 +485,9 @@ func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodD
 			continue
 		}
 		ret := strings.HasPrefix(spec.Programs[p.name].SectionName, "kretprobe/") || strings.HasPrefix(spec.Programs[p.name].SectionName, "fexit/")
+		linkStart := time.Now()
 		l, err := linkProgram(m.method, coll.Programs[p.name], targets[p.name], ret)
+		t.opts.Log.Debug().Str("program", p.name).Str("target", targets[p.name]).Float64("ms", msSince(linkStart)).Err(err).Msg("linked")
 		if err != nil {
 			closeAll(links)
 			coll.Close()
@@ -517,7 +533,16 @@ func (t *Tracer) newCollection(spec *ebpf.CollectionSpec) (*ebpf.Collection, err
 			ms.MaxEntries = mp.MaxEntries()
 		}
 	}
-	return ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
+	dropMissingKfuncs(spec, t.missingKfuncs)
+	start := time.Now()
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
+	t.opts.Log.Debug().Strs("programs", slices.Sorted(maps.Keys(spec.Programs))).Float64("ms", msSince(start)).Err(err).Msg("loaded")
+	return coll, err
+}
+
+// msSince is the milliseconds since start, to the microsecond.
+func msSince(start time.Time) float64 {
+	return float64(time.Since(start).Microseconds()) / 1e3
 }
 
 func dedup(s []string) []string {

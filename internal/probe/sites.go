@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf/link"
 )
@@ -39,7 +40,10 @@ func (t *Tracer) attachSites() {
 	sort.Strings(names)
 	for _, name := range names {
 		handlers := t.siteHandlers[name]
-		if err := t.attachSite(sites[name], handlers); err != nil {
+		start := time.Now()
+		err := t.attachSite(sites[name], handlers)
+		t.opts.Log.Debug().Str("site", name).Float64("ms", msSince(start)).Err(err).Msg("site attached")
+		if err != nil {
 			for _, h := range handlers {
 				t.fail(h.point, fmt.Errorf("%s: %w", sites[name].tracepoint, err))
 			}
