@@ -92,7 +92,7 @@ var points = []pointDef{
 			{name: "vxlan_fentry_xmit", candidates: []string{"vxlan_xmit"}},
 			{name: "vxlan_fentry_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
 			{name: "vxlan_fentry_tunnel6", candidates: []string{"udp_tunnel6_xmit_skb"}},
-		}},
+		}, requires: trampolinesTake("udp_tunnel_xmit_skb", "udp_tunnel6_xmit_skb")},
 		{method: MethodKprobe, programs: []program{
 			{name: "vxlan_kprobe_xmit", candidates: []string{"vxlan_xmit"}},
 			{name: "vxlan_kprobe_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
@@ -159,7 +159,7 @@ func PointNames() []string {
 // ProgramNames lists the kernel-visible names of every nettrace program
 // (the kernel keeps 15 characters), so that leftovers can be recognised.
 func ProgramNames() []string {
-	all := []string{journeyFlushProgram}
+	all := []string{journeyFlushProgram, trialProgram}
 	for _, s := range sites {
 		all = append(all, s.program)
 	}

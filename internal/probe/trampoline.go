@@ -1,0 +1,88 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+)
+
+// registerArgs is how many arguments every BPF trampoline takes: x86-64
+// trampolines took at most six (those passed in registers) until Linux 6.6.
+const registerArgs = 6
+
+// trialProgram names the program tryFentry links, among ProgramNames so
+// that the residue checks would see one left behind.
+const trialProgram = "nettrace_trial"
+
+// trampolinesTake returns a requires check that says why fentry cannot
+// attach to one of funcs, if it cannot because of its argument count. A
+// function not known from vmlinux's BTF to take at most registerArgs
+// arguments (one in a module, or one with more) is tried with a program
+// that does nothing, linked and closed at once: a trampoline that cannot
+// take it refuses it at link (ENOTSUPP on 6.1), and without the check that
+// would come after loading the point's whole object (0.6 s of a 6.1
+// guest's attach). A kernel version would not do: distributions backport
+// trampolines.
+func trampolinesTake(funcs ...string) func(t *Tracer) error {
+	return func(t *Tracer) error {
+		for _, fn := range funcs {
+			if !t.syms.Has(fn) || vmlinuxParams(fn) <= registerArgs {
+				continue
+			}
+			if err := tryFentry(fn); err != nil {
+				return t.explain(MethodFentry, err)
+			}
+		}
+		return nil
+	}
+}
+
+// vmlinuxParams is how many parameters fn has in vmlinux's BTF, or more
+// than registerArgs where that is unknown (fn is a module's, or there is no
+// BTF).
+func vmlinuxParams(fn string) int {
+	unknown := registerArgs + 1
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return unknown
+	}
+	var f *btf.Func
+	if spec.TypeByName(fn, &f) != nil {
+		return unknown
+	}
+	proto, ok := f.Type.(*btf.FuncProto)
+	if !ok {
+		return unknown
+	}
+	return len(proto.Params)
+}
+
+// tryFentry links a program that does nothing to fn's entry, and closes it.
+func tryFentry(fn string) error {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         trialProgram,
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceFEntry,
+		AttachTo:     fn,
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+		License:      "GPL",
+	})
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		// Loaded, so the kernel has trampolines: this one cannot be built.
+		return fmt.Errorf("this kernel's BPF trampolines cannot take %s's arguments (x86 takes more than %d from Linux 6.6): %w",
+			fn, registerArgs, err)
+	}
+	if err != nil {
+		return fmt.Errorf("link a trial program to %s: %w", fn, err)
+	}
+	return l.Close()
+}
