@@ -15,18 +15,18 @@
 #include "follow.h"
 #include "callstack.h"
 
-/* The common path of the skb-based points: parse, filter, fill, and leave
- * the rest to the caller. Returns false when the event is not reported. */
-static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_device *dev,
-					   bool use_data, struct nt_event *e, __u32 *vni, bool direct,
-					   bool dropping)
+/* Whether the skb-based points report a packet: parse, filter and follow,
+ * on an event cleared by nt_init_decision only. */
+static __always_inline bool nt_decide_skb(struct sk_buff *skb, struct net_device *dev, bool use_data,
+					  struct nt_event *e, __u32 *vni, bool direct, bool dropping)
 {
-	__u8 pkt_type;
+	__u64 ct;
 	int verdict;
 
 	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
 		return false;
-	if (!dropping && nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)))
+	ct = nt_ct_of(skb, direct);
+	if (!dropping && nt_unremarkable(ct, &e->tuple, nt_inner(e)))
 		return false;
 	/* The namespace is needed before the filter only when namespaces are
 	 * restricted; otherwise nt_fill_dev reads it for reported events. */
@@ -35,16 +35,21 @@ static __always_inline bool nt_observe_skb(struct sk_buff *skb, struct net_devic
 		if (!nt_netns_watched(e->netns))
 			return false;
 	}
-	verdict = nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, nt_inner(e));
-	if (verdict == NT_SKIP || (verdict == NT_QUIET && !dropping))
-		return false;
+	verdict = nt_follow((__u64)skb, ct, &e->tuple, nt_inner(e));
+	return verdict == NT_REPORT || (verdict == NT_QUIET && dropping);
+}
+
+/* Fills what every skb-based point reports, after nt_init_rest. */
+static __always_inline void nt_fill_skb(struct nt_event *e, struct sk_buff *skb, struct net_device *dev)
+{
+	__u8 pkt_type;
+
 	nt_fill_ct(skb, e);
 	nt_fill_dev(dev, e);
 	/* A subnet broadcast's address says nothing; the link layer does. */
 	pkt_type = BPF_CORE_READ_BITFIELD_PROBED(skb, pkt_type);
 	if (pkt_type == PACKET_BROADCAST || pkt_type == PACKET_MULTICAST)
 		e->flags |= NT_F_GROUP;
-	return true;
 }
 
 #endif

@@ -21,8 +21,10 @@ static __always_inline void drop_report(struct sk_buff *skb, struct net_device *
 	if (!e)
 		return;
 
-	nt_init(e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
-	if (nt_observe_skb(skb, dev, false, e, NULL, direct, true)) {
+	nt_init_decision(e);
+	if (nt_decide_skb(skb, dev, false, e, NULL, direct, true)) {
+		nt_init_rest(e, NT_POINT_DROP, NT_KIND_DROP, (__u64)skb);
+		nt_fill_skb(e, skb, dev);
 		e->u.drop.location = (__u64)location;
 		e->u.drop.reason = reason;
 		out = nt_dst_dev(skb);

@@ -623,13 +623,40 @@ static __always_inline void nt_submit_skb(struct nt_event *e, struct sk_buff *sk
 	nt_submit_skb_as(e, skb, use_data, direct, false);
 }
 
-static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, __u64 skb)
+/* Clears what deciding whether to report a packet reads and writes: its
+ * tuples, flags and namespace. The points that see every packet decide
+ * before they clear the rest (nt_init_rest): most packets are not reported,
+ * and clearing a whole event cost more than the decision. */
+static __always_inline void nt_init_decision(struct nt_event *e)
 {
-	__builtin_memset(e, 0, sizeof(*e));
+	_Static_assert(__builtin_offsetof(struct nt_event, inner) ==
+			       __builtin_offsetof(struct nt_event, tuple) + sizeof(struct nt_tuple),
+		       "inner follows tuple");
+	__builtin_memset(&e->tuple, 0, 2 * sizeof(struct nt_tuple));
+	e->flags = 0;
+	e->netns = 0;
+}
+
+/* Clears all but what nt_init_decision cleared, and says what the event is. */
+static __always_inline void nt_init_rest(struct nt_event *e, __u8 point, __u8 kind, __u64 skb)
+{
+	__u32 netns = e->netns;
+	__u8 flags = e->flags;
+
+	__builtin_memset(e, 0, __builtin_offsetof(struct nt_event, tuple));
+	__builtin_memset(&e->ct, 0, sizeof(*e) - __builtin_offsetof(struct nt_event, ct));
+	e->netns = netns;
+	e->flags = flags;
 	e->point = point;
 	e->kind = kind;
 	e->hook = NT_HOOK_NONE;
 	e->skb = skb;
+}
+
+static __always_inline void nt_init(struct nt_event *e, __u8 point, __u8 kind, __u64 skb)
+{
+	nt_init_decision(e);
+	nt_init_rest(e, point, kind, skb);
 }
 
 #endif

@@ -73,15 +73,18 @@ static __always_inline __u8 syn_drop_cause(struct sock *sk, const struct syn_que
 static __always_inline void syn_report(struct sock *sk, struct sk_buff *skb, __u8 outcome,
 				       const struct syn_queues *q)
 {
+	struct net_device *dev = syn_dev(skb);
 	NT_EVENT(e);
 	bool failure;
 
 	if (!e)
 		return;
 
-	nt_init(e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
-	if (!nt_observe_skb(skb, syn_dev(skb), false, e, NULL, false, false))
+	nt_init_decision(e);
+	if (!nt_decide_skb(skb, dev, false, e, NULL, false, false))
 		return;
+	nt_init_rest(e, NT_POINT_SYN, NT_KIND_SYN, (__u64)skb);
+	nt_fill_skb(e, skb, dev);
 	/* The route's device names the namespace, not the device the SYN came
 	 * in by: leave the device out rather than name the wrong one. */
 	if (!BPF_CORE_READ(skb, dev)) {

@@ -26,9 +26,11 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 	if (!e)
 		return;
 
-	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
-	if (!nt_observe_skb(skb, dev, false, e, NULL, direct, false))
+	nt_init_decision(e);
+	if (!nt_decide_skb(skb, dev, false, e, NULL, direct, false))
 		return;
+	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
+	nt_fill_skb(e, skb, dev);
 	nt_submit_skb(e, skb, false, direct);
 }
 
