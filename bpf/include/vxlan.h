@@ -19,7 +19,20 @@ struct {
 	__type(value, __u8);
 } vxlan_entered SEC(".maps");
 
-static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
+/* The packets vxlan_at_xmit marks in vxlan_entered: any but a plain
+ * segment, reported here or not, as the filter may match the outer tuple,
+ * which exists only at the underlay. */
+static __always_inline void vxlan_mark_entered(struct sk_buff *skb)
+{
+	__u64 id = (__u64)skb;
+	__u8 one = 1;
+
+	bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
+}
+
+/* A packet handed to a vxlan device, parsed once for both the mark (mark:
+ * the tracepoint method) and the report. */
+static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct, bool mark)
 {
 	NT_EVENT(e);
 
@@ -27,7 +40,12 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 		return;
 
 	nt_init_decision(e);
-	if (!nt_decide_skb(skb, dev, false, e, NULL, direct, false))
+	if (!skb || !nt_parse_skb(skb, false, e, NULL, direct) ||
+	    nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)))
+		return;
+	if (mark)
+		vxlan_mark_entered(skb);
+	if (!nt_decide_parsed(skb, dev, e, direct, false))
 		return;
 	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
 	nt_fill_skb(e, skb, dev);
@@ -73,13 +91,15 @@ static __always_inline void vxlan_left_underlay(struct sk_buff *skb, struct net_
 	if (!e)
 		return;
 
-	nt_init(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
+	nt_init_decision(e);
 	if (!nt_parse_skb(skb, false, e, &vni, true) || !(e->flags & NT_F_INNER))
 		return;
 	if (!nt_netns_watched(nt_dev_netns(dev, true)))
 		return;
-	if (nt_unremarkable(0, &e->tuple, &e->inner) || nt_follow(e->skb, nt_ct_of(skb, true), &e->tuple, &e->inner) != NT_REPORT)
+	if (nt_unremarkable(0, &e->tuple, &e->inner) ||
+	    nt_follow((__u64)skb, nt_ct_of(skb, true), &e->tuple, &e->inner) != NT_REPORT)
 		return;
+	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
 	nt_fill_ct(skb, e);
 	nt_fill_dev(dev, e);
 	e->u.vxlan.vni = vni;
@@ -96,24 +116,18 @@ static __always_inline void vxlan_left_underlay(struct sk_buff *skb, struct net_
 static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	__u64 id = (__u64)skb;
-	__u8 one = 1;
 
 	if (vxlan_is_vxlan_dev(dev)) {
-		/* An established connection's segment is not reported
-		 * encapsulated either: not worth a map update per packet. */
-		struct nt_tuple t = {};
-		unsigned char *head = skb->head;
-
-		if (!nt_read_l3(skb->protocol, head, nt_l3_offset(skb, head, false, true), &t) ||
-		    nt_unremarkable(nt_ct_of(skb, true), &t, NULL))
-			return;
-		bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
-		vxlan_enter(skb, dev, true);
+		vxlan_enter(skb, dev, true, true);
 		return;
 	}
-	/* vxlan sets the inner protocol of every packet it encapsulates:
-	 * anything else leaves without a map lookup. */
-	if (skb->inner_protocol != bpf_htons(ETH_P_TEB))
+	/* vxlan sets the inner protocol of every packet it encapsulates, and
+	 * scrubs the skb as it does (skb_scrub_packet, both families), which
+	 * zeroes skb_iif. A packet received since, decapsulated or forwarded,
+	 * carries the device it came in on and the inner protocol still: it
+	 * is not this host's encapsulation. Both are tested before the map,
+	 * so that those packets' hops cost no lookup. */
+	if (skb->inner_protocol != bpf_htons(ETH_P_TEB) || skb->skb_iif)
 		return;
 	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
 		return;
