@@ -85,7 +85,9 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->active = 0;
 	if (!nt_netns_watched(netns))
 		return;
-	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
+	/* The event only carries the parsed packet to the slot: it is never
+	 * reported here. */
+	nt_init_decision(e);
 	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		return;
 	if (hook == NF_INET_LOCAL_OUT)
@@ -95,7 +97,7 @@ static __always_inline void nat_enter(struct sk_buff *skb, __u32 hook, __u32 net
 	slot->pre = e->tuple;
 	slot->active = 1;
 	slot->followed = !nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)) &&
-			 nt_follow(e->skb, nt_ct_of(skb, direct), &e->tuple, NULL) == NT_REPORT;
+			 nt_follow((__u64)skb, nt_ct_of(skb, direct), &e->tuple, NULL) == NT_REPORT;
 }
 
 #define NF_INET_PRE_ROUTING 0
@@ -169,14 +171,29 @@ static __always_inline bool nat_judged_invalid(struct sk_buff *skb, __u32 hook, 
 	return !net || nat_conntrack_tracking(net, pf);
 }
 
+/* Clears the rest of an event decided on (nt_init_decision, then the
+ * parse) and says what it is: the hook, and the tuple before the NAT when
+ * known. */
+static __always_inline void nat_init_report(struct nt_event *e, struct sk_buff *skb, __u32 hook, __u32 netns,
+					    const struct nt_tuple *pre)
+{
+	nt_init_rest(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
+	e->hook = hook;
+	e->netns = netns;
+	if (pre) {
+		e->u.nat.pre = *pre;
+		e->flags |= NT_F_PRE;
+	}
+}
+
 /* An INVALID packet is evidence whatever its flags: it is reported even
  * where a plain segment without an entry would not be. */
-static __always_inline void nat_report_invalid(struct sk_buff *skb, struct nt_event *e, bool direct)
+static __always_inline void nat_report_invalid(struct sk_buff *skb, struct nt_event *e, __u32 hook, __u32 netns,
+					       bool direct)
 {
-	if (!nt_parse_skb(skb, false, e, NULL, direct))
+	if (nt_follow((__u64)skb, 0, &e->tuple, NULL) != NT_REPORT)
 		return;
-	if (nt_follow(e->skb, 0, &e->tuple, NULL) != NT_REPORT)
-		return;
+	nat_init_report(e, skb, hook, netns, NULL);
 	e->flags |= NT_F_CT_INVALID;
 	nt_fill_dev(BPF_CORE_READ(skb, dev), e);
 	nt_submit_skb(e, skb, false, direct);
@@ -192,7 +209,8 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 {
 	struct nat_slot *slot;
 	NT_EVENT(e);
-	bool followed = false;
+	bool followed = false, has_pre = false;
+	struct nt_tuple pre;
 	struct net_device *out;
 	__u64 ct;
 	int verdict;
@@ -215,18 +233,16 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 	ct = nt_ct_of(skb, direct);
 	if (!ct && !nat_judged_invalid(skb, hook, net, pf, direct))
 		goto out;
-	nt_init(e, NT_POINT_NAT, NT_KIND_NAT, (__u64)skb);
-	e->hook = hook;
-	e->netns = netns;
-	if (!ct) {
-		nat_report_invalid(skb, e, direct);
-		goto out;
-	}
+	nt_init_decision(e);
 	if (!nt_parse_skb(skb, false, e, NULL, direct))
 		goto out;
+	if (!ct) {
+		nat_report_invalid(skb, e, hook, netns, direct);
+		goto out;
+	}
 	if (slot->active && slot->skb == (__u64)skb) {
-		e->u.nat.pre = slot->pre;
-		e->flags |= NT_F_PRE;
+		pre = slot->pre;
+		has_pre = true;
 		followed = slot->followed;
 	}
 	if (!followed) {
@@ -235,17 +251,18 @@ static __always_inline void nat_exit(struct sk_buff *skb, __u32 hook, __u32 netn
 		/* A packet DNATed onto the filter's address is followed from
 		 * here on; one DNATed away from it (a ClusterIP) by its tuple
 		 * before. */
-		verdict = nt_follow(e->skb, ct, &e->tuple, NULL);
+		verdict = nt_follow((__u64)skb, ct, &e->tuple, NULL);
 		if (verdict == NT_QUIET)
 			goto out;
-		if (!(e->flags & NT_F_PRE) && nat_pre_from_ct(skb, hook, &e->tuple, &e->u.nat.pre, direct)) {
-			e->flags |= NT_F_PRE;
-			if (verdict == NT_SKIP && !nt_same_tuple(&e->u.nat.pre, &e->tuple))
-				verdict = nt_follow(e->skb, ct, &e->u.nat.pre, NULL);
+		if (!has_pre && nat_pre_from_ct(skb, hook, &e->tuple, &pre, direct)) {
+			has_pre = true;
+			if (verdict == NT_SKIP && !nt_same_tuple(&pre, &e->tuple))
+				verdict = nt_follow((__u64)skb, ct, &pre, NULL);
 		}
 		if (verdict != NT_REPORT)
 			goto out;
 	}
+	nat_init_report(e, skb, hook, netns, has_pre ? &pre : NULL);
 	nt_fill_ct(skb, e);
 	if (filter_len && (e->flags & NT_F_CT) && !(e->ct.status & IPS_CONFIRMED))
 		nt_track_ct_tuples(e->ct.id);
