@@ -16,8 +16,8 @@ func replyBypassedNAT(f *flow.Flow, n Context) *Finding {
 	if d == nil || !d.HasCT() {
 		return nil
 	}
-	clientNetns := f.Packets[0].Head().Netns
-	if clientNetns == d.Netns {
+	clientNetns, ok := clientNetnsOf(f, d)
+	if !ok || clientNetns == d.Netns {
 		return nil
 	}
 	cl := client(f)
@@ -71,4 +71,23 @@ func replyBypassedNAT(f *flow.Flow, n Context) *Finding {
 		return fd
 	}
 	return nil
+}
+
+// clientNetnsOf is the namespace the client sent from: where a request is
+// first seen still addressed to what the client called (the DNAT's tuple
+// before). The flow's first packet does not say it: a flow whose first
+// packets the trace missed (they left before it began) starts with a
+// request already past the DNAT, in the endpoint's node, where every reply
+// is first seen before it crosses the NAT host.
+func clientNetnsOf(f *flow.Flow, d *event.Event) (uint32, bool) {
+	called := dst(d.NAT.Pre)
+	for _, p := range f.Packets {
+		if isReply(f, p) {
+			continue
+		}
+		if h := p.Head(); dst(packetTuple(h)) == called {
+			return h.Netns, true
+		}
+	}
+	return 0, false
 }

@@ -13,5 +13,6 @@ func TestReplyBypassedNAT(t *testing.T) {
 		{"hairpin with SNAT", fixture.Hairpin(true), false, nil},
 		{"reply crossed the NAT host", fixture.SNATMissing(true), false, nil},
 		{"client is the NAT host", fixture.SNATMissing(false), false, nil},
+		{"trace began past the DNAT", fixture.TraceBeganPastDNAT(), false, nil},
 	})
 }
