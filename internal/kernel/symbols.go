@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -16,14 +15,14 @@ import (
 // drop locations and to tell which probe candidates exist. It lives as
 // long as a capture, so its 100,000 and more names are kept in one string
 // with offsets, not a string and a map entry each: a fifth of the memory.
+// Names are looked up a few dozen times a start (Has, Range) and addresses
+// for every drop shown (Name): only the addresses are sorted.
 type Symbols struct {
 	names string   // every name, one after another
 	ends  []uint32 // where name i ends in names; it starts where i-1 ends
-	// byAddr orders the symbols with an address (addrs, ascending);
-	// byName orders every symbol by name.
+	// byAddr orders the symbols with an address (addrs, ascending).
 	byAddr []uint32
 	addrs  []uint64
-	byName []uint32
 }
 
 // LoadSymbols reads /proc/kallsyms. Addresses read as zero (kptr_restrict)
@@ -42,43 +41,81 @@ func LoadSymbols() (*Symbols, error) {
 }
 
 // parseSymbols reads the text symbols of a kallsyms listing: lines of
-// address, type and name (and a module, ignored).
+// address, type and name (and a module, ignored). Every capture starts with
+// it, over 100,000 lines and more, and a TCG guest pays twentyfold what
+// this machine does: the fields are cut by hand, and the addresses are
+// sorted unstably as pairs with the line as the tie-break (the order a
+// stable sort gives). bytes.Fields, a string per address and stable sorts
+// through an index by name and by address were a fifth of nettrace's
+// start.
 func parseSymbols(r io.Reader) (*Symbols, error) {
 	var names strings.Builder
 	s := &Symbols{}
-	var addrOf []uint64
+	type located struct {
+		addr uint64
+		sym  uint32
+	}
+	var withAddr []located
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		fields := bytes.Fields(sc.Bytes())
-		if len(fields) < 3 || len(fields[1]) != 1 || (fields[1][0] != 't' && fields[1][0] != 'T') {
+		addr, kind, name, ok := symbolLine(sc.Bytes())
+		if !ok || (kind != 't' && kind != 'T') {
 			continue
 		}
-		addr, err := strconv.ParseUint(string(fields[0]), 16, 64)
-		if err != nil {
-			addr = 0
+		if addr != 0 {
+			withAddr = append(withAddr, located{addr, uint32(len(s.ends))})
 		}
-		names.Write(fields[2])
+		names.Write(name)
 		s.ends = append(s.ends, uint32(names.Len()))
-		addrOf = append(addrOf, addr)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
 	s.names = names.String()
-	s.byName = make([]uint32, len(s.ends))
-	for i := range s.byName {
-		s.byName[i] = uint32(i)
-		if addrOf[i] != 0 {
-			s.byAddr = append(s.byAddr, uint32(i))
-		}
-	}
-	slices.SortStableFunc(s.byName, func(a, b uint32) int { return strings.Compare(s.name(a), s.name(b)) })
-	slices.SortStableFunc(s.byAddr, func(a, b uint32) int { return cmp.Compare(addrOf[a], addrOf[b]) })
-	s.addrs = make([]uint64, len(s.byAddr))
-	for i, sym := range s.byAddr {
-		s.addrs[i] = addrOf[sym]
+	slices.SortFunc(withAddr, func(a, b located) int {
+		return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.sym, b.sym))
+	})
+	s.byAddr = make([]uint32, len(withAddr))
+	s.addrs = make([]uint64, len(withAddr))
+	for i, l := range withAddr {
+		s.byAddr[i], s.addrs[i] = l.sym, l.addr
 	}
 	return s, nil
+}
+
+// symbolLine splits a kallsyms line into its address (zero when it is not
+// hex, as kptr_restrict prints it), its one-letter type and its name. ok is
+// false for a line without the three.
+func symbolLine(line []byte) (addr uint64, kind byte, name []byte, ok bool) {
+	hex, rest, found := bytes.Cut(line, []byte{' '})
+	if !found || len(rest) < 3 || rest[1] != ' ' {
+		return 0, 0, nil, false
+	}
+	kind, name = rest[0], rest[2:]
+	if end := bytes.IndexAny(name, " \t"); end >= 0 {
+		name = name[:end]
+	}
+	if len(name) == 0 {
+		return 0, 0, nil, false
+	}
+	if len(hex) > 16 {
+		return 0, kind, name, true
+	}
+	for _, c := range hex {
+		var digit byte
+		switch {
+		case '0' <= c && c <= '9':
+			digit = c - '0'
+		case 'a' <= c && c <= 'f':
+			digit = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			digit = c - 'A' + 10
+		default:
+			return 0, kind, name, true
+		}
+		addr = addr<<4 | uint64(digit)
+	}
+	return addr, kind, name, true
 }
 
 // name is symbol i's name.
@@ -90,18 +127,15 @@ func (s *Symbols) name(i uint32) string {
 	return s.names[start:s.ends[i]]
 }
 
-// named returns the positions in byName of the symbols called name.
-func (s *Symbols) named(name string) []uint32 {
-	lo, _ := slices.BinarySearchFunc(s.byName, name, func(i uint32, n string) int { return strings.Compare(s.name(i), n) })
-	hi := lo
-	for hi < len(s.byName) && s.name(s.byName[hi]) == name {
-		hi++
-	}
-	return s.byName[lo:hi]
-}
-
 // Has says whether a function symbol exists (is not inlined away).
-func (s *Symbols) Has(name string) bool { return len(s.named(name)) > 0 }
+func (s *Symbols) Has(name string) bool {
+	for i := range s.ends {
+		if s.name(uint32(i)) == name {
+			return true
+		}
+	}
+	return false
+}
 
 // Name renders an address as symbol+0xoffset, or hex when unknown.
 func (s *Symbols) Name(addr uint64) string {

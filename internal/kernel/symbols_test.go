@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,33 @@ func TestSymbols(t *testing.T) {
 	}
 	if _, _, ok := s.Range("_etext"); ok {
 		t.Error("the last symbol has no end")
+	}
+}
+
+// BenchmarkParseSymbols parses a listing the size of a distribution
+// kernel's with its modules (150,000 lines, most of them text, the
+// kernel's in address order and the modules' after them in any order):
+// every capture does it once before it attaches.
+func BenchmarkParseSymbols(b *testing.B) {
+	var listing strings.Builder
+	for i := range 150_000 {
+		addr, kind, module := 0xffffffff81000000+uint64(i)*64, "t", ""
+		if i > 120_000 {
+			addr, module = 0xffffffffc0000000+uint64(i*7919%30_000)*64, "\t[nf_nat]"
+		}
+		switch i % 10 {
+		case 0:
+			kind = "d"
+		case 1:
+			kind = "T"
+		}
+		fmt.Fprintf(&listing, "%016x %s fn_%d_%x%s\n", addr, kind, i%5000, i, module)
+	}
+	text := listing.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseSymbols(strings.NewReader(text)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
