@@ -374,9 +374,9 @@ func parseTrace(t *testing.T, out []byte) trace {
 }
 
 // objectType is a JSON line's "type". nettrace writes it first in every
-// object, so the line's start says it without decoding the line twice:
-// decoding a busy run's 40 MB was a third of its check here, and a TCG
-// guest pays that twentyfold. A line that starts otherwise is decoded.
+// object, so the line's start says it without decoding the line twice
+// (a busy run's 40 MB: 2.19 s decoded twice, 1.46 s once, here; a TCG
+// guest pays many times that). A line that starts otherwise is decoded.
 func objectType(line []byte) (string, error) {
 	if rest, ok := bytes.CutPrefix(line, []byte(`{"type":"`)); ok {
 		if end := bytes.IndexByte(rest, '"'); end > 0 {

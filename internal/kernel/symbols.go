@@ -46,7 +46,7 @@ func LoadSymbols() (*Symbols, error) {
 // this machine does: the fields are cut by hand, and the addresses are
 // sorted unstably as pairs with the line as the tie-break (the order a
 // stable sort gives). bytes.Fields, a string per address and stable sorts
-// through an index by name and by address were a fifth of nettrace's
+// through an index by name and by address were a sixth of nettrace's
 // start.
 func parseSymbols(r io.Reader) (*Symbols, error) {
 	var names strings.Builder
