@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -98,22 +99,9 @@ func symbolLine(line []byte) (addr uint64, kind byte, name []byte, ok bool) {
 	if len(name) == 0 {
 		return 0, 0, nil, false
 	}
-	if len(hex) > 16 {
-		return 0, kind, name, true
-	}
-	for _, c := range hex {
-		var digit byte
-		switch {
-		case '0' <= c && c <= '9':
-			digit = c - '0'
-		case 'a' <= c && c <= 'f':
-			digit = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			digit = c - 'A' + 10
-		default:
-			return 0, kind, name, true
-		}
-		addr = addr<<4 | uint64(digit)
+	addr, err := strconv.ParseUint(string(hex), 16, 64)
+	if err != nil {
+		addr = 0
 	}
 	return addr, kind, name, true
 }

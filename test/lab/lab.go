@@ -120,15 +120,26 @@ func run(args ...string) error {
 // took the hairpin lab's bring-up there from 12.8 s to 10.6 s).
 func runAll(cmds [][]string) error {
 	for len(cmds) > 0 {
-		key, _ := batchKey(cmds[0])
+		b, part := batchOf(cmds[0])
+		parts := []string{part}
 		n := 1
-		for key != "" && n < len(cmds) {
-			if k, _ := batchKey(cmds[n]); k != key {
+		for ; b != (batch{}) && n < len(cmds); n++ {
+			next, part := batchOf(cmds[n])
+			if next != b {
 				break
 			}
-			n++
+			parts = append(parts, part)
 		}
-		if err := runBatch(key, cmds[:n]); err != nil {
+		var err error
+		switch {
+		case n == 1:
+			err = run(cmds[0]...)
+		case b.sysctl:
+			err = run(sysctls(b.ns, parts...)...)
+		default:
+			err = ipBatch(b.ns, parts)
+		}
+		if err != nil {
 			return err
 		}
 		cmds = cmds[n:]
@@ -136,52 +147,49 @@ func runAll(cmds [][]string) error {
 	return nil
 }
 
-// batchKey says which batch a command can join ("" for none) and what it
-// adds to it: an ip command in a namespace (ipn) adds its line to that
-// namespace's ip -batch, a sysctl (sysctl) its assignment to that
-// namespace's sysctl. An ip command with an option first (-6) stays alone,
-// as do arguments that ip's batch lines would split or quote.
-func batchKey(c []string) (key string, part string) {
+// batch is what a command can be run with: the ip commands or the sysctls
+// of one namespace. The zero batch is none.
+type batch struct {
+	ns     string
+	sysctl bool
+}
+
+// batchOf says which batch a command can join and what it adds to it: an
+// ip command in a namespace (ipn) its line of ip -batch, a sysctl (sysctl)
+// its assignment. An ip command with an option first (-6) stays alone, as
+// do arguments that ip's batch lines would split or quote.
+func batchOf(c []string) (batch, string) {
 	switch {
 	case len(c) == 7 && c[0] == "ip" && c[1] == "netns" && c[2] == "exec" && c[4] == "sysctl" && c[5] == "-qw":
-		return "sysctl " + c[3], c[6]
+		return batch{ns: c[3], sysctl: true}, c[6]
 	case len(c) > 3 && c[0] == "ip" && c[1] == "-n" && !strings.HasPrefix(c[3], "-"):
 		for _, a := range c[3:] {
 			if a == "" || strings.ContainsAny(a, " \t\"'#\\") {
-				return "", ""
+				return batch{}, ""
 			}
 		}
-		return "ip " + c[2], strings.Join(c[3:], " ")
+		return batch{ns: c[2]}, strings.Join(c[3:], " ")
 	}
-	return "", ""
+	return batch{}, ""
 }
 
-// runBatch runs the commands of one batch key as one process.
-func runBatch(key string, cmds [][]string) error {
-	if len(cmds) == 1 {
-		return run(cmds[0]...)
-	}
-	var parts []string
-	for _, c := range cmds {
-		_, part := batchKey(c)
-		parts = append(parts, part)
-	}
-	kind, ns, _ := strings.Cut(key, " ")
-	if kind == "sysctl" {
-		return run(append([]string{"ip", "netns", "exec", ns, "sysctl", "-qw"}, parts...)...)
-	}
+// ipBatch runs ip command lines in a namespace as one ip -batch.
+func ipBatch(ns string, lines []string) error {
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
-	cmd.Stdin = strings.NewReader(strings.Join(parts, "\n") + "\n")
+	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ip -n %s -batch: %w: %s; its lines:\n%s", ns, err, strings.TrimSpace(string(out)), strings.Join(parts, "\n"))
+		return fmt.Errorf("ip -n %s -batch: %w: %s; its lines:\n%s", ns, err, strings.TrimSpace(string(out)), strings.Join(lines, "\n"))
 	}
 	return nil
 }
 
 func ipn(ns string, args ...string) []string { return append([]string{"ip", "-n", ns}, args...) }
 
-func sysctl(ns, key, value string) []string {
-	return []string{"ip", "netns", "exec", ns, "sysctl", "-qw", key + "=" + value}
+func sysctl(ns, key, value string) []string { return sysctls(ns, key+"="+value) }
+
+// sysctls sets key=value assignments in a namespace, in one process.
+func sysctls(ns string, assignments ...string) []string {
+	return append([]string{"ip", "netns", "exec", ns, "sysctl", "-qw"}, assignments...)
 }
 
 // newNetns creates a namespace with IPv6 duplicate address detection off:
