@@ -14,6 +14,8 @@
  * program before its NAT: the re-route that a DNAT in OUTPUT triggers runs
  * inside the NAT, and the route point's tracepoint method attributes its
  * FIB lookup by that window (nat_slots); SYN-ACKs are noted there too.
+ * A namespace where conntrack does not run gets nat_watch in their place
+ * (see there).
  */
 #include "common.h"
 
@@ -277,7 +279,7 @@ out:
 	slot->active = 0;
 }
 
-/* The netfilter method. Both programs only observe: always NF_ACCEPT. */
+/* The netfilter method. Its programs only observe: always NF_ACCEPT. */
 SEC("netfilter")
 int nat_before(struct bpf_nf_ctx *ctx)
 {
@@ -287,12 +289,82 @@ int nat_before(struct bpf_nf_ctx *ctx)
 	return NF_ACCEPT;
 }
 
+/* A namespace where conntrack does not run (a pod's, without rules) has no
+ * NAT to observe, yet nat_after linked there runs at four hooks of every
+ * packet. So nat_after tells user space, by conntrack_changed, of a
+ * namespace where it finds conntrack off for both families, and user space
+ * links nat_watch there instead, at the two hooks a packet enters a
+ * namespace's IP stack by (PREROUTING, OUTPUT): one run a packet, which
+ * notes the SYN-ACKs leaving for the syn point and tells user space when
+ * conntrack starts (a NAT rule, a conntrack match, tc's act_ct). User space
+ * then links the NAT programs again, before it unlinks nat_watch. Until
+ * they are linked, each packet conntrack tracks in that namespace is
+ * counted lost to the nat point: its translations went unseen, so the
+ * flows around it are incomplete, never explained from what they lack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);  /* the namespace's inode */
+	__type(value, __u8); /* whether conntrack runs there now */
+} conntrack_changed SEC(".maps");
+
+static __always_inline void nat_conntrack_changed(__u32 netns, __u8 running)
+{
+	/* The first change stands until user space takes it: a later one
+	 * (conntrack started again) is retried by the next packet. */
+	bpf_map_update_elem(&conntrack_changed, &netns, &running, BPF_NOEXIST);
+}
+
+/* Whether conntrack is known not to run in net, for either family: a
+ * kernel that keeps its count elsewhere than struct netns_nf cannot say. */
+static __always_inline bool nat_conntrack_off(const struct net *net)
+{
+	return bpf_core_field_exists(net->nf.defrag_ipv4_users) && !nat_conntrack_tracking(net, NFPROTO_IPV4) &&
+	       !nat_conntrack_tracking(net, NFPROTO_IPV6);
+}
+
 SEC("netfilter")
 int nat_after(struct bpf_nf_ctx *ctx)
 {
+	/* Both read first: clang would otherwise keep &ctx->skb in a register,
+	 * and the verifier refuses a load through a ctx pointer moved off its
+	 * start. */
 	const struct nf_hook_state *state = ctx->state;
+	struct sk_buff *skb = ctx->skb;
+	__u32 netns = state->net->ns.inum;
 
-	nat_exit(ctx->skb, state->hook, state->net->ns.inum, true, true, state->net, state->pf);
+	/* No conntrack entry, and none to come: the packet is one of a
+	 * namespace where nat_watch would do. */
+	if (!nt_ct_of(skb, true) && nat_conntrack_off(state->net))
+		nat_conntrack_changed(netns, 0);
+	nat_exit(skb, state->hook, netns, true, true, state->net, state->pf);
+	return NF_ACCEPT;
+}
+
+static __always_inline void nat_watch_synack(struct sk_buff *skb, __u32 netns)
+{
+	NT_EVENT(e);
+
+	if (!e || !nt_netns_watched(netns))
+		return;
+	/* The event only carries the parsed packet: it is never reported. */
+	nt_init_decision(e);
+	if (nt_parse_skb(skb, false, e, NULL, true))
+		nat_note_synack(skb, &e->tuple, netns, true);
+}
+
+SEC("netfilter")
+int nat_watch(struct bpf_nf_ctx *ctx)
+{
+	const struct nf_hook_state *state = ctx->state;
+	__u32 netns = state->net->ns.inum;
+
+	if (!bpf_core_field_exists(state->net->nf.defrag_ipv4_users) || nat_conntrack_tracking(state->net, state->pf)) {
+		nat_conntrack_changed(netns, 1);
+		nt_count_lost(NT_POINT_NAT);
+	}
+	if (state->hook == NF_INET_LOCAL_OUT)
+		nat_watch_synack(ctx->skb, netns);
 	return NF_ACCEPT;
 }
 

@@ -198,7 +198,7 @@ func dial(t *testing.T, ns, laddr, raddr string, timeout time.Duration) error {
 type watch struct {
 	cmd    *exec.Cmd
 	stdout syncBuffer // read while watch writes it (await)
-	stderr bytes.Buffer
+	stderr syncBuffer
 	forced map[string]string // the methods forced per point (--method)
 }
 
@@ -286,19 +286,16 @@ func (s *syncBuffer) snapshot() []byte {
 	return bytes.Clone(s.b.Bytes())
 }
 
+func (s *syncBuffer) Bytes() []byte  { return s.snapshot() }
+func (s *syncBuffer) String() string { return string(s.snapshot()) }
+
 // await waits until watch has written n events pred accepts: what a test
 // asserts after the traffic, rather than a fixed time that a slow machine
 // may overrun. Events reach the output within a tick of being read.
 func (w *watch) await(t *testing.T, what string, n int, pred func(e output.JSONEvent) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(lab.Patience); ; time.Sleep(20 * time.Millisecond) {
-		seen := 0
-		for _, line := range bytes.Split(w.stdout.snapshot(), []byte("\n")) {
-			var e output.JSONEvent
-			if bytes.HasPrefix(line, []byte(`{"type":"event"`)) && json.Unmarshal(line, &e) == nil && pred(e) {
-				seen++
-			}
-		}
+		seen := w.count(pred)
 		if seen >= n {
 			return
 		}
@@ -306,6 +303,18 @@ func (w *watch) await(t *testing.T, what string, n int, pred func(e output.JSONE
 			t.Fatalf("%d of %d %s after %s; stderr:\n%s", seen, n, what, lab.Patience, w.stderr.String())
 		}
 	}
+}
+
+// count is how many events watch has written that pred accepts.
+func (w *watch) count(pred func(e output.JSONEvent) bool) int {
+	seen := 0
+	for _, line := range bytes.Split(w.stdout.snapshot(), []byte("\n")) {
+		var e output.JSONEvent
+		if bytes.HasPrefix(line, []byte(`{"type":"event"`)) && json.Unmarshal(line, &e) == nil && pred(e) {
+			seen++
+		}
+	}
+	return seen
 }
 
 // trace is what one watch printed.

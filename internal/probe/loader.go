@@ -92,17 +92,16 @@ type Attachment struct {
 
 // Tracer is the attached set of observation points.
 type Tracer struct {
-	opts       Options
-	facts      kernel.Facts
-	syms       *kernel.Symbols
-	maps       map[string]*ebpf.Map
-	colls      []*ebpf.Collection
-	links      []link.Link
-	statuses   []Status
-	nfPrograms [2]*ebpf.Program // nat before/after, when the netfilter method is used
+	opts      Options
+	facts     kernel.Facts
+	syms      *kernel.Symbols
+	maps      map[string]*ebpf.Map
+	colls     []*ebpf.Collection
+	links     []link.Link
+	statuses  []Status
+	netfilter *netfilterSet // when the nat point uses the netfilter method
 	// siteHandlers are the handlers each site runs, by site name.
 	siteHandlers map[string][]siteHandler
-	nfNamespace  map[uint32]bool
 	attachments  []Attachment
 	reader       *ringbuf.Reader
 	AttachTime   time.Duration
@@ -121,7 +120,7 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 	if !facts.BTF {
 		return nil, errors.New("this kernel has no BTF (/sys/kernel/btf/vmlinux): nettrace needs CONFIG_DEBUG_INFO_BTF=y")
 	}
-	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{}, nfNamespace: map[uint32]bool{},
+	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{},
 		siteHandlers: map[string][]siteHandler{}}
 	missing, err := missingKfuncs()
 	if err != nil {
@@ -501,16 +500,16 @@ func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodD
 		attached = append(attached, Attachment{Point: point, Program: p.name, Method: m.method, Target: targets[p.name], Return: ret})
 	}
 	if m.method == MethodNetfilter {
-		t.nfPrograms = [2]*ebpf.Program{coll.Programs[nfProgramNames[nfBefore]], coll.Programs[nfProgramNames[nfAfter]]}
-		nl, err := t.attachNetfilterAll()
+		nf, err := newNetfilterSet(coll, t.opts.Log)
+		if err == nil {
+			err = nf.attachAll(t.opts.Namespaces)
+		}
 		if err != nil {
-			closeAll(nl)
 			coll.Close()
-			t.nfPrograms = [2]*ebpf.Program{}
 			return "", "", t.explain(m.method, err)
 		}
-		links = append(links, nl...)
-		names = []string{fmt.Sprintf("after the NAT of 4 hooks (and before OUTPUT's) in %d netns", len(t.nfNamespace))}
+		t.netfilter = nf
+		names = []string{fmt.Sprintf("after the NAT of 4 hooks (and before OUTPUT's) in %d netns, while conntrack runs there", nf.namespaces())}
 	}
 	if coll != nil {
 		t.colls = append(t.colls, coll)
@@ -593,7 +592,12 @@ func firstLine(s string) string {
 }
 
 // Attachments lists every program attached, and where.
-func (t *Tracer) Attachments() []Attachment { return t.attachments }
+func (t *Tracer) Attachments() []Attachment {
+	if t.netfilter == nil {
+		return t.attachments
+	}
+	return append(slices.Clip(t.attachments), t.netfilter.attachments()...)
+}
 
 // Statuses reports every point's attachment.
 func (t *Tracer) Statuses() []Status { return t.statuses }
@@ -686,6 +690,10 @@ func (t *Tracer) Missed() (map[string]uint64, error) {
 func (t *Tracer) Close() {
 	if t.reader != nil {
 		t.reader.Close()
+	}
+	if t.netfilter != nil {
+		t.netfilter.close()
+		t.netfilter = nil
 	}
 	closeAll(t.links)
 	t.links = nil

@@ -3,8 +3,12 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
@@ -22,7 +26,7 @@ const (
 )
 
 type netfilterLink struct {
-	program  int // index in Tracer.nfPrograms
+	program  int // index in netfilterSet.programs
 	hook     uint32
 	priority int32
 }
@@ -30,11 +34,15 @@ type netfilterLink struct {
 const (
 	nfBefore = iota
 	nfAfter
+	nfWatch
+	nfPrograms
 )
 
-var nfProgramNames = [2]string{"nat_before", "nat_after"}
+var nfProgramNames = [nfPrograms]string{"nat_before", "nat_after", "nat_watch"}
 
-var netfilterLinks = []netfilterLink{
+// natLinks are a namespace's links unless conntrack is seen not to run
+// there.
+var natLinks = []netfilterLink{
 	{nfAfter, unix.NF_INET_PRE_ROUTING, priNATDst + 1},
 	{nfBefore, unix.NF_INET_LOCAL_OUT, priNATDst - 1},
 	{nfAfter, unix.NF_INET_LOCAL_OUT, priNATDst + 1},
@@ -42,24 +50,155 @@ var netfilterLinks = []netfilterLink{
 	{nfAfter, unix.NF_INET_POST_ROUTING, priNATSrc + 1},
 }
 
-func (t *Tracer) attachNetfilterAll() ([]link.Link, error) {
-	var all []link.Link
-	var errs []error
-	for _, ns := range t.opts.Namespaces {
-		links, err := t.attachNetfilter(ns)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+// watchLinks are a namespace's links while conntrack does not run there
+// (see nat_watch in bpf/nat.bpf.c): one run a packet where natLinks make
+// two or three, for nothing. Not at nat_before's priority, which the NAT
+// programs take while these are still linked.
+var watchLinks = []netfilterLink{
+	{nfWatch, unix.NF_INET_PRE_ROUTING, priNATDst - 2},
+	{nfWatch, unix.NF_INET_LOCAL_OUT, priNATDst - 2},
+}
+
+// conntrackPoll is how often the namespaces where conntrack started or
+// was found off are looked for: the packets conntrack tracks in one where
+// it started are counted lost until then, so it bounds how long the flows
+// of a namespace whose first NAT rule was just added stay incomplete.
+const conntrackPoll = 50 * time.Millisecond
+
+// netfilterSet is the netfilter method's links, per namespace: the NAT
+// programs, or nat_watch where conntrack was found off. A goroutine moves
+// a namespace from one to the other as the programs find conntrack off or
+// started there, so everything here is under mu.
+type netfilterSet struct {
+	mu       sync.Mutex
+	programs [nfPrograms]*ebpf.Program
+	changed  *ebpf.Map // conntrack_changed: where conntrack was found off or started, by namespace
+	spaces   map[uint32]*netfilterNamespace
+	log      zerolog.Logger
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// netfilterNamespace is one namespace's links. watching says they are
+// watchLinks; stuck that relinking there failed once, so that it is not
+// tried again at every poll (nat_watch, if it stays, goes on counting the
+// namespace's tracked packets lost).
+type netfilterNamespace struct {
+	target   netns.Target
+	links    []link.Link
+	attached []Attachment
+	watching bool
+	stuck    bool
+}
+
+func newNetfilterSet(coll *ebpf.Collection, log zerolog.Logger) (*netfilterSet, error) {
+	s := &netfilterSet{spaces: map[uint32]*netfilterNamespace{}, log: log, changed: coll.Maps["conntrack_changed"]}
+	for i, name := range nfProgramNames {
+		if s.programs[i] = coll.Programs[name]; s.programs[i] == nil {
+			return nil, fmt.Errorf("nat object has no program %s", name)
 		}
-		all = append(all, links...)
 	}
-	if len(all) == 0 {
-		return nil, errors.Join(errs...)
+	if s.changed == nil {
+		return nil, errors.New("nat object has no conntrack_changed map")
+	}
+	return s, nil
+}
+
+// attachAll links the NAT programs in every namespace it can, and then
+// follows conntrack's changes in them.
+func (s *netfilterSet) attachAll(spaces []netns.Target) error {
+	var errs []error
+	for _, ns := range spaces {
+		if err := s.attach(ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(s.spaces) == 0 {
+		return errors.Join(errs...)
 	}
 	for _, err := range errs {
-		t.opts.Log.Warn().Err(err).Msg("netns not watched")
+		s.log.Warn().Err(err).Msg("netns not watched")
 	}
-	return all, nil
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.follow()
+	return nil
+}
+
+// attach links the NAT programs in a namespace not linked yet.
+func (s *netfilterSet) attach(ns netns.Target) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spaces[ns.Inode] != nil {
+		return nil
+	}
+	links, attached, err := s.link(ns, natLinks)
+	if err != nil {
+		return err
+	}
+	s.spaces[ns.Inode] = &netfilterNamespace{target: ns, links: links, attached: attached}
+	return nil
+}
+
+// follow moves each namespace where the programs found conntrack off or
+// started to the links that suit it, until stopped.
+func (s *netfilterSet) follow() {
+	defer close(s.done)
+	tick := time.NewTicker(conntrackPoll)
+	defer tick.Stop()
+	type change struct {
+		ino     uint32
+		running bool
+	}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		var changes []change
+		var ino uint32
+		var running uint8
+		for it := s.changed.Iterate(); it.Next(&ino, &running); {
+			changes = append(changes, change{ino, running != 0})
+		}
+		for _, c := range changes {
+			s.relink(c.ino, c.running)
+			if err := s.changed.Delete(c.ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				s.log.Debug().Err(err).Msg("conntrack change not cleared")
+			}
+		}
+	}
+}
+
+// relink links what suits a namespace where conntrack runs or not, then
+// unlinks what was there: in that order, so that every packet conntrack
+// tracks is either watched or counted lost.
+func (s *netfilterSet) relink(ino uint32, running bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.spaces[ino]
+	if ns == nil || ns.watching != running || ns.stuck {
+		return
+	}
+	set, what := watchLinks, "conntrack off: the namespace's packets are watched for it to start"
+	if running {
+		set, what = natLinks, "conntrack started: the namespace's NAT is watched from now on (its packets until now are counted lost to the nat point)"
+	}
+	links, attached, err := s.link(ns.target, set)
+	if err != nil {
+		// Where conntrack runs, nat_watch goes on counting its packets
+		// lost; where it does not, the NAT programs see nothing amiss.
+		ns.stuck = true
+		s.log.Warn().Err(err).Str("netns", ns.target.Name).Bool("conntrack", running).Msg("netfilter programs not relinked")
+		return
+	}
+	closeAll(ns.links)
+	ns.links, ns.attached, ns.watching = links, attached, !running
+	level := s.log.Debug()
+	if running {
+		level = s.log.Info()
+	}
+	level.Str("netns", ns.target.Name).Msg(what)
 }
 
 // prioritySpread bounds how far from its place by the NAT a netfilter
@@ -71,18 +210,18 @@ func (t *Tracer) attachNetfilterAll() ([]link.Link, error) {
 // hooks past 225 after SNAT), so the program sees what it would have.
 const prioritySpread = 16
 
-// attachNetfilterLink links one program at its priority, or, while the
-// kernel says another BPF program holds it (EBUSY), at the next one away
-// from the NAT. It returns the priority it linked at.
-func (t *Tracer) attachNetfilterLink(nl netfilterLink, family uint32) (link.Link, int32, error) {
+// linkAt links one program at its priority, or, while the kernel says
+// another BPF program holds it (EBUSY), at the next one away from the NAT.
+// It returns the priority it linked at.
+func (s *netfilterSet) linkAt(nl netfilterLink, family uint32) (link.Link, int32, error) {
 	step := int32(1)
-	if nl.program == nfBefore {
+	if nl.program != nfAfter {
 		step = -1
 	}
 	priority := nl.priority
 	for i := 0; ; i++ {
 		l, err := link.AttachNetfilter(link.NetfilterOptions{
-			Program:        t.nfPrograms[nl.program],
+			Program:        s.programs[nl.program],
 			ProtocolFamily: family,
 			HookNumber:     nl.hook,
 			Priority:       priority,
@@ -94,16 +233,16 @@ func (t *Tracer) attachNetfilterLink(nl netfilterLink, family uint32) (link.Link
 	}
 }
 
-// attachNetfilter links the NAT programs of each hook in one namespace: a
-// netfilter link belongs to the namespace of the thread that creates it.
-func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
+// link links a set of programs in one namespace: a netfilter link belongs
+// to the namespace of the thread that creates it.
+func (s *netfilterSet) link(ns netns.Target, set []netfilterLink) ([]link.Link, []Attachment, error) {
 	var links []link.Link
 	var attached []Attachment
 	var ipv6Err error
 	err := netns.Do(ns.Path, func() error {
 		for _, family := range []uint32{unix.NFPROTO_IPV4, unix.NFPROTO_IPV6} {
-			for _, nl := range netfilterLinks {
-				l, priority, err := t.attachNetfilterLink(nl, family)
+			for _, nl := range set {
+				l, priority, err := s.linkAt(nl, family)
 				if err != nil {
 					err = fmt.Errorf("netfilter link in netns %s (%s, hook %d): %w", ns.Name, familyName(family), nl.hook, err)
 					if family == unix.NFPROTO_IPV6 {
@@ -123,28 +262,56 @@ func (t *Tracer) attachNetfilter(ns netns.Target) ([]link.Link, error) {
 	})
 	if err != nil {
 		closeAll(links)
-		return nil, err
+		return nil, nil, err
 	}
 	if ipv6Err != nil {
-		t.opts.Log.Warn().Err(ipv6Err).Msg("IPv6 NAT not watched in this netns")
+		s.log.Warn().Err(ipv6Err).Msg("IPv6 NAT not watched in this netns")
 	}
-	t.nfNamespace[ns.Inode] = true
-	t.attachments = append(t.attachments, attached...)
-	return links, nil
+	return links, attached, nil
+}
+
+// namespaces is how many namespaces are linked.
+func (s *netfilterSet) namespaces() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.spaces)
+}
+
+// attachments are the links there are now.
+func (s *netfilterSet) attachments() []Attachment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var all []Attachment
+	for _, ns := range s.spaces {
+		all = append(all, ns.attached...)
+	}
+	return all
+}
+
+// close stops following conntrack and unlinks everything.
+func (s *netfilterSet) close() {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range s.spaces {
+		closeAll(ns.links)
+	}
+	s.spaces = map[uint32]*netfilterNamespace{}
 }
 
 // WatchNamespace attaches the netfilter programs in a namespace that
 // appeared after Open. It is a no-op when the nat point does not use
 // netfilter or the namespace is already watched.
 func (t *Tracer) WatchNamespace(ns netns.Target) error {
-	if t.nfPrograms[0] == nil || t.nfNamespace[ns.Inode] {
+	if t.netfilter == nil {
 		return nil
 	}
-	links, err := t.attachNetfilter(ns)
-	if err != nil {
+	if err := t.netfilter.attach(ns); err != nil {
 		return err
 	}
-	t.links = append(t.links, links...)
 	if t.opts.RestrictNetns {
 		if err := t.maps["watched_netns"].Put(ns.Inode, uint8(1)); err != nil {
 			return fmt.Errorf("watch netns %s: %w", ns.Name, err)

@@ -69,7 +69,8 @@ var points = []pointDef{
 	{name: "nat", load: loadNat, methods: []methodDef{
 		hooked(MethodFentry, natCandidates, "nat_fentry", "nat_fexit"),
 		hooked(MethodKprobe, natCandidates, "nat_kprobe", "nat_kretprobe"),
-		{method: MethodNetfilter, programs: []program{{name: nfProgramNames[nfBefore]}, {name: nfProgramNames[nfAfter]}}},
+		{method: MethodNetfilter, programs: []program{{name: nfProgramNames[nfBefore]}, {name: nfProgramNames[nfAfter]},
+			{name: nfProgramNames[nfWatch]}}},
 	}},
 	{name: "route", load: loadRoute, methods: []methodDef{
 		{method: MethodFentry, programs: []program{
