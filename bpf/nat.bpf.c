@@ -33,8 +33,6 @@ const enum nt_syn_outcome *nt_syn_outcome_btf_anchor __attribute__((unused));
  * on this CPU's call stack. */
 NT_CALL_STACK(nat_calls);
 
-#define TCP_FLAGS_SYNACK (TCP_FLAG_SYN | 0x10)
-
 /* Notes a SYN-ACK leaving this namespace for the syn point (synack_slots),
  * and the listener that sent it (listeners). */
 static __always_inline void nat_note_synack(struct sk_buff *skb, const struct nt_tuple *t, __u32 netns,
@@ -363,7 +361,9 @@ int nat_watch(struct bpf_nf_ctx *ctx)
 		nat_conntrack_changed(netns, 1);
 		nt_count_lost(NT_POINT_NAT);
 	}
-	if (state->hook == NF_INET_LOCAL_OUT)
+	/* Most packets a pod sends are not SYN-ACKs: settled before the event
+	 * slot, the namespace lookup and the parse. */
+	if (state->hook == NF_INET_LOCAL_OUT && nt_sent_maybe_synack(ctx->skb, true))
 		nat_watch_synack(ctx->skb, netns);
 	return NF_ACCEPT;
 }

@@ -12,6 +12,8 @@
 #define TCP_FLAG_FIN 0x01
 #define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_RST 0x04
+#define TCP_FLAG_ACK 0x10
+#define TCP_FLAGS_SYNACK (TCP_FLAG_SYN | TCP_FLAG_ACK)
 
 /* Reads the ports (ICMP: type, code and echo id) of the transport header at
  * th, and returns the offset just past it. */
@@ -246,6 +248,26 @@ static __always_inline bool nt_tcp_seq_ack(struct sk_buff *skb, bool direct, __u
 	*seq = bpf_ntohl(v[0]);
 	*ack = bpf_ntohl(v[1]);
 	return true;
+}
+
+/* Whether a packet this host sends may be a TCP SYN-ACK, from the flags
+ * byte at its transport header (the stack sets it on every packet it
+ * builds): one byte read, where parsing it reads all its headers. A packet
+ * of another protocol may pass, so the parse still decides; one without a
+ * transport header is not a segment TCP built. */
+static __always_inline bool nt_sent_maybe_synack(struct sk_buff *skb, bool direct)
+{
+	unsigned char *head = NT_RD(direct, skb, head);
+	__u16 th = NT_RD(direct, skb, transport_header);
+	__u8 flags;
+
+	if (th == NT_NO_HEADER)
+		return false;
+	if (bpf_rdonly_cast)
+		flags = ((const __u8 *)NT_CAST(struct tcphdr, head + th))[13];
+	else if (bpf_probe_read_kernel(&flags, 1, head + th + 13))
+		return false;
+	return (flags & TCP_FLAGS_SYNACK) == TCP_FLAGS_SYNACK;
 }
 
 /* Fills the packet tuple and, for a vxlan packet, the inner tuple and VNI.
