@@ -67,7 +67,7 @@ static __always_inline void vxlan_encap(struct dst_entry *route, struct sk_buff 
 SEC("fentry/vxlan_xmit")
 int BPF_PROG(vxlan_fentry_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	vxlan_enter(skb, dev, true, false);
+	vxlan_enter(skb, dev, true);
 	return 0;
 }
 
@@ -95,7 +95,7 @@ int BPF_PROG(vxlan_fentry_tunnel6, struct dst_entry *route, struct sock *sk, str
 SEC("kprobe/vxlan_xmit")
 int BPF_KPROBE(vxlan_kprobe_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	vxlan_enter(skb, dev, false, false);
+	vxlan_enter(skb, dev, false);
 	return 0;
 }
 

@@ -9,30 +9,8 @@
 
 #include "common.h"
 
-/* Packets handed to a vxlan device, by skb, for the fallback: only these
- * are encapsulated by this host when they leave the underlay device (a
- * router forwarding vxlan traffic is not encapsulating it). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u8);
-} vxlan_entered SEC(".maps");
-
-/* The packets vxlan_at_xmit marks in vxlan_entered: any but a plain
- * segment, reported here or not, as the filter may match the outer tuple,
- * which exists only at the underlay. */
-static __always_inline void vxlan_mark_entered(struct sk_buff *skb)
-{
-	__u64 id = (__u64)skb;
-	__u8 one = 1;
-
-	bpf_map_update_elem(&vxlan_entered, &id, &one, BPF_ANY);
-}
-
-/* A packet handed to a vxlan device, parsed once for both the mark (mark:
- * the tracepoint method) and the report. */
-static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct, bool mark)
+/* A packet handed to a vxlan device. */
+static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
 {
 	NT_EVENT(e);
 
@@ -40,12 +18,7 @@ static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *
 		return;
 
 	nt_init_decision(e);
-	if (!skb || !nt_parse_skb(skb, false, e, NULL, direct) ||
-	    nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)))
-		return;
-	if (mark)
-		vxlan_mark_entered(skb);
-	if (!nt_decide_parsed(skb, dev, e, direct, false))
+	if (!nt_decide_skb(skb, dev, false, e, NULL, direct, false))
 		return;
 	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
 	nt_fill_skb(e, skb, dev);
@@ -82,7 +55,7 @@ static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
 #define ETH_P_TEB 0x6558
 
 /* The encapsulated packet leaving the underlay device: the skb a vxlan
- * device was handed (vxlan_entered), now with the outer headers. */
+ * device was handed, now with the outer headers. */
 static __always_inline void vxlan_left_underlay(struct sk_buff *skb, struct net_device *dev)
 {
 	NT_EVENT(e);
@@ -115,23 +88,20 @@ static __always_inline void vxlan_left_underlay(struct sk_buff *skb, struct net_
  * are either: the handlers take an event slot, not this. */
 static __always_inline void vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
 {
-	__u64 id = (__u64)skb;
-
 	if (vxlan_is_vxlan_dev(dev)) {
-		vxlan_enter(skb, dev, true, true);
+		vxlan_enter(skb, dev, true);
 		return;
 	}
-	/* vxlan sets the inner protocol of every packet it encapsulates, and
-	 * scrubs the skb as it does (skb_scrub_packet, both families), which
-	 * zeroes skb_iif. A packet received since, decapsulated or forwarded,
-	 * carries the device it came in on and the inner protocol still: it
-	 * is not this host's encapsulation. Both are tested before the map,
-	 * so that those packets' hops cost no lookup. */
+	/* vxlan sets the inner protocol of every packet it encapsulates (a
+	 * new skb has none), and scrubs the skb as it does (skb_scrub_packet,
+	 * both families), which zeroes skb_iif. A packet received since,
+	 * decapsulated or forwarded (an underlay router's), carries the device
+	 * it came in on and the inner protocol still: it is not this host's
+	 * encapsulation. So the two say what an LRU map of the skbs handed to a
+	 * vxlan device said, for less than that map's update, lookup and
+	 * delete per tunnelled packet cost (a sixth of site_xmit's time). */
 	if (skb->inner_protocol != bpf_htons(ETH_P_TEB) || skb->skb_iif)
 		return;
-	if (!bpf_map_lookup_elem(&vxlan_entered, &id))
-		return;
-	bpf_map_delete_elem(&vxlan_entered, &id);
 	vxlan_left_underlay(skb, dev);
 }
 
