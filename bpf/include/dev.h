@@ -9,21 +9,11 @@
 
 #include "common.h"
 
+/* On receive the tracepoint fires before the stack sets the network header;
+ * skb->data already points at it. */
 static __always_inline void dev_seen(struct sk_buff *skb, struct net_device *dev, __u8 kind, bool direct)
 {
-	NT_EVENT(e);
-
-	if (!e)
-		return;
-
-	nt_init_decision(e);
-	/* On receive the tracepoint fires before the stack sets the network
-	 * header; skb->data already points at it. */
-	if (!nt_decide_skb(skb, dev, kind == NT_KIND_DEV_RX, e, NULL, direct, false))
-		return;
-	nt_init_rest(e, NT_POINT_DEV, kind, (__u64)skb);
-	nt_fill_skb(e, skb, dev);
-	nt_submit_skb(e, skb, kind == NT_KIND_DEV_RX, direct);
+	nt_report_skb(skb, dev, NT_POINT_DEV, kind, kind == NT_KIND_DEV_RX, direct);
 }
 
 #endif

@@ -12,17 +12,7 @@
 /* A packet handed to a vxlan device. */
 static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
 {
-	NT_EVENT(e);
-
-	if (!e)
-		return;
-
-	nt_init_decision(e);
-	if (!nt_decide_skb(skb, dev, false, e, NULL, direct, false))
-		return;
-	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, (__u64)skb);
-	nt_fill_skb(e, skb, dev);
-	nt_submit_skb(e, skb, false, direct);
+	nt_report_skb(skb, dev, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, false, direct);
 }
 
 /* The link operations every vxlan device shares, learnt from the first
