@@ -19,9 +19,9 @@ volatile const bool on_drop_consume = false; /* drop point, tp_btf method */
 /* Each handler is a call of its own (static, so verified with the
  * caller's argument types): their frames (parsed tuples, queue snapshots)
  * follow one another instead of adding up on the 512-byte stack. */
-static __noinline void xmit_vxlan(struct sk_buff *skb, struct net_device *dev)
+static __noinline bool xmit_vxlan(struct sk_buff *skb, struct net_device *dev)
 {
-	vxlan_at_xmit(skb, dev);
+	return vxlan_at_xmit(skb, dev);
 }
 
 static __noinline void xmit_dev(struct sk_buff *skb, struct net_device *dev)
@@ -32,8 +32,12 @@ static __noinline void xmit_dev(struct sk_buff *skb, struct net_device *dev)
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(site_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	if (on_vxlan_xmit)
-		xmit_vxlan(skb, dev);
+	/* A tunnelled packet the vxlan handler decided not to report, the
+	 * device handler would not report either: it decides on the same skb
+	 * at the same device. Not asking twice saves a parse, and the
+	 * encapsulated packet's is of two headers. */
+	if (on_vxlan_xmit && xmit_vxlan(skb, dev))
+		return 0;
 	if (on_dev_tx)
 		xmit_dev(skb, dev);
 	return 0;

@@ -194,6 +194,17 @@ func TestVXLANInnerAndOuter(t *testing.T) {
 			if enter[0].Skb != x.Skb {
 				t.Errorf("inner and encapsulated packet have different skb ids: %s vs %s", enter[0].Skb, x.Skb)
 			}
+			// The transmit site's device handler reports the packet the
+			// vxlan handler reports, at the vxlan device and at the
+			// underlay (it decides again only on what the other declined).
+			for _, dev := range []string{"flannel.1", "eth0"} {
+				tx := find(events, func(e output.JSONEvent) bool {
+					return e.Point == "dev" && e.Kind == "tx" && e.Netns == n1 && e.Dev == dev && e.Skb == x.Skb
+				})
+				if len(tx) == 0 {
+					t.Errorf("the tunnelled packet's transmission on n1/%s not seen:\n%s", dev, dump(events))
+				}
+			}
 			// Received on the far side: outer on eth0, then inner on flannel.1.
 			rx := find(events, func(e output.JSONEvent) bool {
 				return e.Point == "dev" && e.Kind == "rx" && e.Netns == n2 && e.Dev == "flannel.1" && e.Tuple.Dport == 7070

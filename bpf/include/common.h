@@ -62,21 +62,24 @@ static __always_inline void nt_fill_skb(struct nt_event *e, struct sk_buff *skb,
 /* Reports a packet seen at a device as one event of a point and kind, when
  * it is remarkable: the whole of the dev point's hops and of the vxlan
  * device's entry. use_data: the network header is at skb->data, not set
- * yet (on receive). */
-static __always_inline void nt_report_skb(struct sk_buff *skb, struct net_device *dev, __u8 point, __u8 kind,
+ * yet (on receive). Returns whether it decided not to: another point
+ * deciding next on the same skb at the same device (nt_decide_skb, not
+ * dropping) would decide so too, so it need not ask again. */
+static __always_inline bool nt_report_skb(struct sk_buff *skb, struct net_device *dev, __u8 point, __u8 kind,
 					  bool use_data, bool direct)
 {
 	NT_EVENT(e);
 
 	if (!e)
-		return;
+		return false;
 
 	nt_init_decision(e);
 	if (!nt_decide_skb(skb, dev, use_data, e, NULL, direct, false))
-		return;
+		return true;
 	nt_init_rest(e, point, kind, (__u64)skb);
 	nt_fill_skb(e, skb, dev);
 	nt_submit_skb(e, skb, use_data, direct);
+	return false;
 }
 
 #endif
