@@ -196,7 +196,7 @@ func TestVXLANInnerAndOuter(t *testing.T) {
 			}
 			// The transmit site's device handler reports the packet the
 			// vxlan handler reports, at the vxlan device and at the
-			// underlay (it decides again only on what the other declined).
+			// underlay (it skips only what the other declined).
 			for _, dev := range []string{"flannel.1", "eth0"} {
 				tx := find(events, func(e output.JSONEvent) bool {
 					return e.Point == "dev" && e.Kind == "tx" && e.Netns == n1 && e.Dev == dev && e.Skb == x.Skb

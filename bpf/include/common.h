@@ -63,8 +63,9 @@ static __always_inline void nt_fill_skb(struct nt_event *e, struct sk_buff *skb,
  * it is remarkable: the whole of the dev point's hops and of the vxlan
  * device's entry. use_data: the network header is at skb->data, not set
  * yet (on receive). Returns whether it decided not to: another point
- * deciding next on the same skb at the same device (nt_decide_skb, not
- * dropping) would decide so too, so it need not ask again. */
+ * deciding next on the same skb at the same device and hook
+ * (nt_decide_skb, not dropping) would decide so too, so it need not ask
+ * again. */
 static __always_inline bool nt_report_skb(struct sk_buff *skb, struct net_device *dev, __u8 point, __u8 kind,
 					  bool use_data, bool direct)
 {
