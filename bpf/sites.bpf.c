@@ -16,30 +16,48 @@ volatile const bool on_dev_tx = false;     /* dev point, tp_btf method */
 volatile const bool on_syn_consume = false; /* syn point, tp_btf method */
 volatile const bool on_drop_consume = false; /* drop point, tp_btf method */
 
-/* Each handler is a call of its own (static, so verified with the
- * caller's argument types): their frames (parsed tuples, queue snapshots)
- * follow one another instead of adding up on the 512-byte stack. */
-static __noinline bool xmit_vxlan(struct sk_buff *skb, struct net_device *dev)
+/* The transmit site's decision, taken once for both of its points: the
+ * vxlan point's entry or encapsulation (tunnel, vxlan_xmit_kind) and the
+ * dev point's hop are the same skb at the same device and hook, so they
+ * would parse, filter and follow alike. A packet reported is filled once,
+ * and the hop is its tunnel event again. A call of its own (static, so
+ * verified with the caller's argument types): the packets that pass the
+ * site unreported run one copy of the decision, not one per point. */
+static __noinline void xmit_report(struct sk_buff *skb, struct net_device *dev, __u8 tunnel)
 {
-	return vxlan_at_xmit(skb, dev);
-}
+	NT_EVENT(e);
+	__u32 vni = 0;
 
-static __noinline void xmit_dev(struct sk_buff *skb, struct net_device *dev)
-{
-	dev_seen(skb, dev, NT_KIND_DEV_TX, true);
+	if (!e)
+		return;
+
+	nt_init_decision(e);
+	if (!nt_decide_skb(skb, dev, false, e, &vni, true, false))
+		return;
+	/* An skb with the encapsulation's marks but no inner packet the parse
+	 * can read is the dev point's only. */
+	if (tunnel == NT_KIND_VXLAN_ENCAP && !(e->flags & NT_F_INNER))
+		tunnel = 0;
+	if (!tunnel) {
+		if (on_dev_tx)
+			nt_report_decided(e, skb, dev, NT_POINT_DEV, NT_KIND_DEV_TX, false, true);
+		return;
+	}
+	if (tunnel == NT_KIND_VXLAN_ENCAP)
+		vxlan_report_encap(e, skb, dev, vni);
+	else
+		nt_report_decided(e, skb, dev, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, false, true);
+	if (on_dev_tx)
+		nt_report_again(e, skb, NT_POINT_DEV, NT_KIND_DEV_TX, false, true);
 }
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(site_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	/* A tunnelled packet the vxlan handler decided not to report, the
-	 * device handler would not report either: it decides on the same skb
-	 * at the same device. Not asking twice saves a parse, and the
-	 * encapsulated packet's is of two headers. */
-	if (on_vxlan_xmit && xmit_vxlan(skb, dev))
-		return 0;
-	if (on_dev_tx)
-		xmit_dev(skb, dev);
+	__u8 tunnel = on_vxlan_xmit ? vxlan_xmit_kind(skb, dev) : 0;
+
+	if (tunnel || on_dev_tx)
+		xmit_report(skb, dev, tunnel);
 	return 0;
 }
 

@@ -59,28 +59,44 @@ static __always_inline void nt_fill_skb(struct nt_event *e, struct sk_buff *skb,
 		e->flags |= NT_F_GROUP;
 }
 
+/* Reports a packet decided on (nt_decide_skb) as one event of a point and
+ * kind: fills what every skb-based point reports and submits it. */
+static __always_inline void nt_report_decided(struct nt_event *e, struct sk_buff *skb, struct net_device *dev,
+					      __u8 point, __u8 kind, bool use_data, bool direct)
+{
+	nt_init_rest(e, point, kind, (__u64)skb);
+	nt_fill_skb(e, skb, dev);
+	nt_submit_skb(e, skb, use_data, direct);
+}
+
+/* Reports the event just submitted (nt_report_decided) again as another
+ * point's, without a payload: the same packet seen at the same device and
+ * hook by two points is one parse, one decision and one fill. Submitting
+ * changes no field it does not set again (time, identity, CPU, capture
+ * length, the wide flag). */
+static __always_inline void nt_report_again(struct nt_event *e, struct sk_buff *skb, __u8 point, __u8 kind,
+					    bool use_data, bool direct)
+{
+	e->point = point;
+	e->kind = kind;
+	__builtin_memset(&e->u, 0, sizeof(e->u));
+	nt_submit_skb(e, skb, use_data, direct);
+}
+
 /* Reports a packet seen at a device as one event of a point and kind, when
- * it is remarkable: the whole of the dev point's hops and of the vxlan
- * device's entry. use_data: the network header is at skb->data, not set
- * yet (on receive). Returns whether it decided not to: another point
- * deciding next on the same skb at the same device and hook
- * (nt_decide_skb, not dropping) would decide so too, so it need not ask
- * again. */
-static __always_inline bool nt_report_skb(struct sk_buff *skb, struct net_device *dev, __u8 point, __u8 kind,
+ * it is remarkable. use_data: the network header is at skb->data, not set
+ * yet (on receive). */
+static __always_inline void nt_report_skb(struct sk_buff *skb, struct net_device *dev, __u8 point, __u8 kind,
 					  bool use_data, bool direct)
 {
 	NT_EVENT(e);
 
 	if (!e)
-		return false;
+		return;
 
 	nt_init_decision(e);
-	if (!nt_decide_skb(skb, dev, use_data, e, NULL, direct, false))
-		return true;
-	nt_init_rest(e, point, kind, (__u64)skb);
-	nt_fill_skb(e, skb, dev);
-	nt_submit_skb(e, skb, use_data, direct);
-	return false;
+	if (nt_decide_skb(skb, dev, use_data, e, NULL, direct, false))
+		nt_report_decided(e, skb, dev, point, kind, use_data, direct);
 }
 
 #endif

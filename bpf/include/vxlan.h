@@ -9,11 +9,10 @@
 
 #include "common.h"
 
-/* A packet handed to a vxlan device. Returns whether it decided not to
- * report it, as nt_report_skb. */
-static __always_inline bool vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
+/* A packet handed to a vxlan device (the fentry and kprobe methods). */
+static __always_inline void vxlan_enter(struct sk_buff *skb, struct net_device *dev, bool direct)
 {
-	return nt_report_skb(skb, dev, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, false, direct);
+	nt_report_skb(skb, dev, NT_POINT_VXLAN, NT_KIND_VXLAN_ENTER, false, direct);
 }
 
 /* The link operations every vxlan device shares, learnt from the first
@@ -45,47 +44,31 @@ static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
 
 #define ETH_P_TEB 0x6558
 
-/* The encapsulated packet leaving the underlay device: the skb a vxlan
- * device was handed, now with the outer headers. Returns whether it decided
- * not to report it, as nt_report_skb: with an inner tuple, its decision is
- * nt_decide_skb's (which asks whether the inner segment is unremarkable
- * whatever the entry). */
-static __always_inline bool vxlan_left_underlay(struct sk_buff *skb, struct net_device *dev)
+/* Reports the encapsulated packet leaving the underlay device, decided on
+ * (nt_decide_skb, which found its inner tuple and VNI): the skb a vxlan
+ * device was handed, now with the outer headers. */
+static __always_inline void vxlan_report_encap(struct nt_event *e, struct sk_buff *skb, struct net_device *dev,
+					       __u32 vni)
 {
-	NT_EVENT(e);
-	__u32 vni = 0;
-
-	if (!e)
-		return false;
-
-	nt_init_decision(e);
-	if (!nt_parse_skb(skb, false, e, &vni, true))
-		return true;
-	if (!(e->flags & NT_F_INNER))
-		return false;
-	if (nt_unremarkable(0, &e->tuple, &e->inner) || !nt_decide_parsed(skb, dev, e, true, false))
-		return true;
 	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
-	nt_fill_ct(skb, e);
-	nt_fill_dev(dev, e);
+	nt_fill_skb(e, skb, dev);
 	e->u.vxlan.vni = vni;
 	__builtin_memcpy(e->u.vxlan.remote, e->tuple.daddr, sizeof(e->u.vxlan.remote));
 	__builtin_memcpy(e->u.vxlan.local, e->tuple.saddr, sizeof(e->u.vxlan.local));
 	e->u.vxlan.port = e->tuple.dport;
 	nt_submit_skb(e, skb, false, true);
-	return false;
 }
 
-/* The tracepoint method, at net_dev_start_xmit: a packet handed to a vxlan
- * device enters it; the same skb leaving the underlay device is the
- * encapsulated packet. Every packet the host sends passes here, and few
- * are either: the handlers take an event slot, not this. Returns whether
- * a handler decided not to report the packet, which the dev point's
- * transmit handler would decide too (nt_report_skb). */
-static __always_inline bool vxlan_at_xmit(struct sk_buff *skb, struct net_device *dev)
+/* What a transmitted packet is to the vxlan point (the tracepoint method,
+ * at net_dev_start_xmit): a packet handed to a vxlan device enters it
+ * (NT_KIND_VXLAN_ENTER); the same skb leaving the underlay device is the
+ * encapsulated packet (NT_KIND_VXLAN_ENCAP, when the parse finds an inner
+ * packet); anything else is nothing to it (0). Every packet the host sends
+ * passes here, and few are either: two field reads and a comparison. */
+static __always_inline __u8 vxlan_xmit_kind(struct sk_buff *skb, struct net_device *dev)
 {
 	if (vxlan_is_vxlan_dev(dev))
-		return vxlan_enter(skb, dev, true);
+		return NT_KIND_VXLAN_ENTER;
 	/* vxlan sets the inner protocol of every packet it encapsulates (a
 	 * new skb has none), and scrubs the skb as it does (skb_scrub_packet,
 	 * both families), which zeroes skb_iif. A packet received since,
@@ -95,8 +78,8 @@ static __always_inline bool vxlan_at_xmit(struct sk_buff *skb, struct net_device
 	 * vxlan device said, for less than that map's update, lookup and
 	 * delete per tunnelled packet cost (a sixth of site_xmit's time). */
 	if (skb->inner_protocol != bpf_htons(ETH_P_TEB) || skb->skb_iif)
-		return false;
-	return vxlan_left_underlay(skb, dev);
+		return 0;
+	return NT_KIND_VXLAN_ENCAP;
 }
 
 #endif
