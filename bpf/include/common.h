@@ -15,14 +15,19 @@
 #include "follow.h"
 #include "callstack.h"
 
-/* Whether the skb-based points report a packet already parsed into e and
- * found remarkable: filter and follow. */
-static __always_inline bool nt_decide_parsed(struct sk_buff *skb, struct net_device *dev, struct nt_event *e,
-					     bool direct, bool dropping)
+/* Whether the skb-based points report a packet: parse, filter and follow,
+ * on an event cleared by nt_init_decision only. */
+static __always_inline bool nt_decide_skb(struct sk_buff *skb, struct net_device *dev, bool use_data,
+					  struct nt_event *e, __u32 *vni, bool direct, bool dropping)
 {
-	__u64 ct = nt_ct_of(skb, direct);
+	__u64 ct;
 	int verdict;
 
+	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
+		return false;
+	ct = nt_ct_of(skb, direct);
+	if (!dropping && nt_unremarkable(ct, &e->tuple, nt_inner(e)))
+		return false;
 	/* The namespace is needed before the filter only when namespaces are
 	 * restricted; otherwise nt_fill_dev reads it for reported events. */
 	if (dev && netns_filter) {
@@ -32,18 +37,6 @@ static __always_inline bool nt_decide_parsed(struct sk_buff *skb, struct net_dev
 	}
 	verdict = nt_follow((__u64)skb, ct, &e->tuple, nt_inner(e));
 	return verdict == NT_REPORT || (verdict == NT_QUIET && dropping);
-}
-
-/* Whether the skb-based points report a packet: parse, filter and follow,
- * on an event cleared by nt_init_decision only. */
-static __always_inline bool nt_decide_skb(struct sk_buff *skb, struct net_device *dev, bool use_data,
-					  struct nt_event *e, __u32 *vni, bool direct, bool dropping)
-{
-	if (!skb || !nt_parse_skb(skb, use_data, e, vni, direct))
-		return false;
-	if (!dropping && nt_unremarkable(nt_ct_of(skb, direct), &e->tuple, nt_inner(e)))
-		return false;
-	return nt_decide_parsed(skb, dev, e, direct, dropping);
 }
 
 /* Fills what every skb-based point reports, after nt_init_rest. */

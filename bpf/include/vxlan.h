@@ -64,7 +64,7 @@ static __always_inline void vxlan_report_encap(struct nt_event *e, struct sk_buf
  * (NT_KIND_VXLAN_ENTER); the same skb leaving the underlay device is the
  * encapsulated packet (NT_KIND_VXLAN_ENCAP, when the parse finds an inner
  * packet); anything else is nothing to it (0). Every packet the host sends
- * passes here, and few are either: two field reads and a comparison. */
+ * passes here, and few are either: a few field reads. */
 static __always_inline __u8 vxlan_xmit_kind(struct sk_buff *skb, struct net_device *dev)
 {
 	if (vxlan_is_vxlan_dev(dev))
