@@ -52,13 +52,21 @@ static __always_inline void nt_fill_skb(struct nt_event *e, struct sk_buff *skb,
 		e->flags |= NT_F_GROUP;
 }
 
-/* Reports a packet decided on (nt_decide_skb) as one event of a point and
- * kind: fills what every skb-based point reports and submits it. */
-static __always_inline void nt_report_decided(struct nt_event *e, struct sk_buff *skb, struct net_device *dev,
-					      __u8 point, __u8 kind, bool use_data, bool direct)
+/* Makes a packet decided on (nt_decide_skb) one event of a point and kind,
+ * filled with what every skb-based point reports: all but its payload. */
+static __always_inline void nt_fill_decided(struct nt_event *e, struct sk_buff *skb, struct net_device *dev,
+					    __u8 point, __u8 kind)
 {
 	nt_init_rest(e, point, kind, (__u64)skb);
 	nt_fill_skb(e, skb, dev);
+}
+
+/* Reports a packet decided on as one event of a point and kind, without a
+ * payload. */
+static __always_inline void nt_report_decided(struct nt_event *e, struct sk_buff *skb, struct net_device *dev,
+					      __u8 point, __u8 kind, bool use_data, bool direct)
+{
+	nt_fill_decided(e, skb, dev, point, kind);
 	nt_submit_skb(e, skb, use_data, direct);
 }
 

@@ -50,8 +50,7 @@ static __always_inline bool vxlan_is_vxlan_dev(struct net_device *dev)
 static __always_inline void vxlan_report_encap(struct nt_event *e, struct sk_buff *skb, struct net_device *dev,
 					       __u32 vni)
 {
-	nt_init_rest(e, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP, (__u64)skb);
-	nt_fill_skb(e, skb, dev);
+	nt_fill_decided(e, skb, dev, NT_POINT_VXLAN, NT_KIND_VXLAN_ENCAP);
 	e->u.vxlan.vni = vni;
 	__builtin_memcpy(e->u.vxlan.remote, e->tuple.daddr, sizeof(e->u.vxlan.remote));
 	__builtin_memcpy(e->u.vxlan.local, e->tuple.saddr, sizeof(e->u.vxlan.local));
