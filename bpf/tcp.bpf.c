@@ -16,7 +16,7 @@
  * to an IPv4-mapped address sends IPv4, and keeps the IPv4 addresses in
  * the same fields as an IPv4 socket. False for other families. Every
  * program here is tp_btf, whose socket is a BTF pointer: its fields are
- * loaded directly, not through a helper call each (NT_RD). */
+ * loaded directly (PROBE_MEM loads), not through a helper call each. */
 static __always_inline bool tcp_sock_tuple(const struct sock_common *skc, struct nt_tuple *t)
 {
 	__u16 family = skc->skc_family;
