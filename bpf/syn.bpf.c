@@ -6,7 +6,8 @@
  * request hashed into the SYN queue during the call
  * (inet_csk_reqsk_queue_hash_add) means queued, a syncookie computed
  * (__cookie_v4_init_sequence, __cookie_v6_init_sequence) means answered by
- * a cookie; otherwise the listener's queues at entry name the cause.
+ * a cookie; otherwise the listener's queues name the cause (at entry, or
+ * at exit when the accept queue filled during the call).
  *
  * Kernels without kprobes or fentry: a SYN handed to a listener is
  * consumed in tcp_rcv_state_process whatever became of it (a full accept
@@ -55,18 +56,40 @@ static __always_inline void syn_answered(__u8 outcome)
 		s->calls[d & (NT_CALL_DEPTH - 1)].v[SYN_ANSWER] = outcome;
 }
 
+/* The cause of a SYN the call left unanswered, from the queues at entry.
+ * When they name none, the accept queue may have filled during the call,
+ * before the listener tested it: another CPU completed handshakes of
+ * requests already in the SYN queue (the TCG guest, whose vCPUs take turns
+ * on one host thread, stretches a call across many of them). The queues at
+ * exit then name the cause, and the event carries them. */
+static __always_inline __u8 syn_unanswered_cause(struct sock *sk, struct syn_queues *q)
+{
+	__u8 cause = syn_drop_cause(sk, q);
+	struct syn_queues at_exit;
+
+	if (cause != NT_SYN_DROP_OTHER)
+		return cause;
+	syn_read_queues(sk, &at_exit);
+	if (at_exit.accept_qlen <= at_exit.accept_max)
+		return cause;
+	*q = at_exit;
+	return NT_SYN_DROP_ACCEPT_QUEUE;
+}
+
 static __always_inline void syn_end(void)
 {
+	struct sock *listener;
 	struct nt_call call;
 	struct syn_queues q;
 
 	if (!nt_call_pop(&syn_stack, &call))
 		return;
+	listener = (struct sock *)call.aux;
 	q.syn_qlen = call.v[0];
 	q.accept_qlen = call.v[1];
 	q.accept_max = call.v[2];
-	syn_report((struct sock *)call.aux, (struct sk_buff *)call.obj,
-		   call.v[SYN_ANSWER] ? call.v[SYN_ANSWER] : syn_drop_cause((struct sock *)call.aux, &q), &q);
+	syn_report(listener, (struct sk_buff *)call.obj,
+		   call.v[SYN_ANSWER] ? call.v[SYN_ANSWER] : syn_unanswered_cause(listener, &q), &q);
 }
 
 SEC("fentry/tcp_conn_request")
