@@ -154,8 +154,10 @@ func (r labRun) requireNoiseFlows(t *testing.T) {
 		}
 	}
 	if flows != r.noise.TCPConns {
-		t.Errorf("%d TCP flows on port %d for %d background connections (%s); the tuples in several flows, whose flows hold one connection each unless it was dialed again from the same port:\n%s",
-			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(sharedTuples(flowsOf), "\n"))
+		shared, skbs := sharedTuples(flowsOf)
+		t.Errorf("%d TCP flows on port %d for %d background connections (%s); the tuples in several flows, whose flows hold one connection each unless it was dialed again from the same port:\n%s\nthe events of their packets' skbs:\n%s",
+			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(shared, "\n"),
+			dump(find(r.events, func(e output.JSONEvent) bool { return skbs[e.Skb] })))
 	}
 }
 
@@ -184,9 +186,9 @@ func noiseClients(f output.JSONFlow) map[string]bool {
 // sharedTuples describes each client tuple found in more than one flow:
 // its flows in order, each with its packets as the client's namespace
 // saw them (label, direction, time), so that a split connection shows
-// where it split.
-func sharedTuples(flowsOf map[string][]output.JSONFlow) []string {
-	var out []string
+// where it split; and the skbs of those packets, whose events show why.
+func sharedTuples(flowsOf map[string][]output.JSONFlow) (out []string, skbs map[string]bool) {
+	skbs = map[string]bool{}
 	for _, c := range slices.Sorted(maps.Keys(flowsOf)) {
 		fs := flowsOf[c]
 		if len(fs) < 2 {
@@ -199,6 +201,7 @@ func sharedTuples(flowsOf map[string][]output.JSONFlow) []string {
 				if len(p.Steps) == 0 {
 					continue
 				}
+				skbs[p.Skb] = true
 				pkts = append(pkts, fmt.Sprintf("%s %s +%.0fms (%d steps, first in %s, %s)",
 					p.Direction, p.Label, f.Start.Add(time.Duration(p.Steps[0].OffsetUS*1e3)).Sub(fs[0].Start).Seconds()*1e3,
 					len(p.Steps), p.Steps[0].Netns, p.End))
@@ -206,7 +209,7 @@ func sharedTuples(flowsOf map[string][]output.JSONFlow) []string {
 			out = append(out, fmt.Sprintf("  flow %d, %d packets: %s", f.ID, len(f.Packets), strings.Join(pkts, "; ")))
 		}
 	}
-	return out
+	return out, skbs
 }
 
 // mldQuery is ICMPv6's type of an MLD query, which the JSON tuple holds

@@ -196,11 +196,10 @@ func partial(e *event.Event) bool {
 // directions).
 const maxKeys = 6
 
-// keysOf lists the keys an event joins, strongest first (the packet, then
-// its conntrack entry, its socket, its tuples), and its packet's key.
-func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, keys *[maxKeys]key) (n int, skb key) {
+// keysOf lists the keys an event joins, strongest first (its packet's,
+// skb, then its conntrack entry, its socket, its tuples).
+func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, skb key, facts *connFacts, keys *[maxKeys]key) (n int) {
 	if !partial(e) {
-		skb = c.packetKey(e, pt)
 		if skb.kind != 0 {
 			keys[n] = skb
 			n++
@@ -221,7 +220,7 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 		n++
 	}
 	if partial(e) {
-		return n, skb
+		return n
 	}
 	if facts.isnDir == 0 {
 		// A SYN sent again is its connection's, wherever a later one on
@@ -245,7 +244,7 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 			keys[n] = tupleKey(e.Netns, e.CT.Reply)
 			n++
 		}
-		return n, skb
+		return n
 	}
 	keys[n] = tupleKey(e.Netns, pt)
 	n++
@@ -255,7 +254,7 @@ func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, facts *connFacts, ke
 		keys[n] = tupleKey(e.Netns, e.Tuple)
 		n++
 	}
-	return n, skb
+	return n
 }
 
 // packetKey returns the key of the packet an event is about: its skb
@@ -382,8 +381,15 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	c.snats.add(e)
 	pt := connTuple(e)
 	facts := factsOf(e, pt)
+	var skb key
+	if !partial(e) {
+		skb = c.packetKey(e, pt)
+	}
+	if c.foreignEntry(e, skb, &facts) {
+		facts.ctKey, facts.ct = key{}, ctSeen{}
+	}
 	var keys [maxKeys]key
-	n, skb := c.keysOf(e, pt, &facts, &keys)
+	n := c.keysOf(e, pt, skb, &facts, &keys)
 	var f, displaced *Flow
 	var found [maxKeys]*Flow
 	var contradicted [maxKeys]bool
@@ -521,6 +527,30 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.dropHeld(id, held)
 	}
 	p.add(e, &c.rooms)
+}
+
+// foreignEntry says whether an event's conntrack entry is another
+// connection's: the flow that holds the event's packet (its earlier steps)
+// disagrees with the event only by its entry. Conntrack gives a packet in
+// flight the entry of the next connection on its tuple once that one's SYN
+// has reopened it: a server's reset of the old connection that crossed the
+// new SYN between the nodes meets the new entry on the client's node (the
+// busy lab's reused port, on the 6.1 guest). It is still its own
+// connection's packet, and the entry stays the next one's.
+func (c *Correlator) foreignEntry(e *event.Event, skb key, f *connFacts) bool {
+	if skb.kind == 0 || f.ct.sum == 0 {
+		return false
+	}
+	g, ok := c.recent.flowOf(skb)
+	if !ok {
+		g = c.byKey[skb]
+	}
+	if g == nil || g.End+c.idleOf(g) < e.Time || g.conn.agrees(f) {
+		return false
+	}
+	own := *f
+	own.ctKey, own.ct = key{}, ctSeen{}
+	return g.conn.agrees(&own)
 }
 
 // maxDisplaced bounds how many connections back on one key a late packet

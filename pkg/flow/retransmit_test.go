@@ -155,3 +155,80 @@ func TestRefusedConnectOnAnOpenTuple(t *testing.T) {
 		t.Errorf("flows with %v packets, want two: the connection with all its packets, and the refused socket's states alone", packets)
 	}
 }
+
+// TestResetUnderTheNextConnectionsEntry: a client resets its connection
+// and at once connects again from the same port; the server resets a
+// segment of the old connection that came after the client's reset, and
+// that reset crosses the new SYN between the nodes. On the client's node
+// conntrack gives it the new connection's entry (the SYN reopened the old
+// one): the reset is still the old connection's packet, whole, whenever
+// its steps there come (a CPU may hold them past the client's drop, or
+// past the new connection's SYN-ACK), and the new entry stays the new
+// connection's.
+func TestResetUnderTheNextConnectionsEntry(t *testing.T) {
+	const syn, ack, psh, rst = 0x02, 0x10, 0x08, 0x04
+	// The reset's steps on the node are replyPath's third and fourth.
+	const nodeFrom, nodeTo = 2, 4
+	for _, held := range []string{"none", "past the client's steps", "past the next SYN-ACK"} {
+		t.Run(held, func(t *testing.T) {
+			s := &synthesizer{r: rand.New(rand.NewSource(1)), now: 1e9, seen: map[uint64]uint64{}, skbs: []uint64{0x1000, 0x2000, 0x3000, 0x4000, 0x5000}}
+			old := &synthConn{id: 1, sport: 40000, isn: 100, isnRep: 500, ct: 0xc1, cookie: 7}
+			next := &synthConn{id: 2, sport: 40000, isn: 3000, isnRep: 7000, ct: 0xc2, cookie: 8}
+			s.state(old, 7, 2, true)
+			s.packet(old, false, syn, 100, 0)
+			s.packet(old, true, syn|ack, 500, 101)
+			s.packet(old, false, ack, 101, 501)
+			s.state(old, 2, 1, true)
+			s.packet(old, true, psh|ack, 501, 101)
+			s.packet(old, false, rst|ack, 101, 507)
+			s.state(old, 1, 7, true)
+			s.state(next, 7, 2, true)
+			synAt := len(s.events)
+			s.packet(next, false, syn, 3000, 0)
+			underNext := *old
+			underNext.ct = next.ct
+			resetAt := len(s.events)
+			s.packet(&underNext, true, rst, 507, 0)
+			synAckAt := len(s.events)
+			s.packet(next, true, syn|ack, 7000, 3001)
+			s.packet(next, false, ack, 3001, 7001)
+			nextSYN := slices.Clone(s.events[synAt:resetAt])
+			reset := slices.Clone(s.events[resetAt:synAckAt])
+			rest := slices.Clone(s.events[synAckAt:])
+			// The SYN reaches the server after the reset left it.
+			serverFrom := len(requestPath) - 2
+			for i := range nextSYN[serverFrom:] {
+				nextSYN[serverFrom+i].Time = reset[1].Time + uint64(i+1)
+			}
+			in := slices.Concat(s.events[:synAt], nextSYN[:serverFrom], reset[:nodeFrom], nextSYN[serverFrom:])
+			switch held {
+			case "none":
+				in = slices.Concat(in, reset[nodeFrom:], rest)
+			case "past the client's steps":
+				in = slices.Concat(in, reset[nodeTo:], reset[nodeFrom:nodeTo], rest)
+			default:
+				in = slices.Concat(in, reset[nodeTo:], rest, reset[nodeFrom:nodeTo])
+			}
+			requireOneConnectionPerFlow(t, in)
+			corr := New(DefaultConfig)
+			resets := 0
+			whole := func(f *Flow) {
+				for _, p := range f.Packets {
+					if p.Events[0].CPU == old.id && p.Events[0].Tuple.TCPFlags == rst {
+						resets++
+						if len(p.Events) != len(replyPath) {
+							t.Errorf("the reset is a packet of %d events in flow %d, want all %d", len(p.Events), f.ID, len(replyPath))
+						}
+					}
+				}
+			}
+			for i := range in {
+				corr.Add(&in[i], whole)
+			}
+			corr.Flush(whole)
+			if resets != 1 {
+				t.Errorf("the reset is %d packets, want one", resets)
+			}
+		})
+	}
+}
