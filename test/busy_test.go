@@ -154,10 +154,8 @@ func (r labRun) requireNoiseFlows(t *testing.T) {
 		}
 	}
 	if flows != r.noise.TCPConns {
-		shared, skbs := sharedTuples(flowsOf)
-		t.Errorf("%d TCP flows on port %d for %d background connections (%s); the tuples in several flows, whose flows hold one connection each unless it was dialed again from the same port:\n%s\nthe events of their packets' skbs:\n%s",
-			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(shared, "\n"),
-			dump(find(r.events, func(e output.JSONEvent) bool { return skbs[e.Skb] })))
+		t.Errorf("%d TCP flows on port %d for %d background connections (%s); the tuples in several flows, whose flows hold one connection each unless it was dialed again from the same port:\n%s\nthe events of the flows that begin with no SYN and of the flows before them, at their packets' skbs:\n%s",
+			flows, lab.NoisePort, r.noise.TCPConns, r.noise, strings.Join(sharedTuples(flowsOf), "\n"), dump(splitEvents(flowsOf, r.events)))
 	}
 }
 
@@ -186,9 +184,9 @@ func noiseClients(f output.JSONFlow) map[string]bool {
 // sharedTuples describes each client tuple found in more than one flow:
 // its flows in order, each with its packets as the client's namespace
 // saw them (label, direction, time), so that a split connection shows
-// where it split; and the skbs of those packets, whose events show why.
-func sharedTuples(flowsOf map[string][]output.JSONFlow) (out []string, skbs map[string]bool) {
-	skbs = map[string]bool{}
+// where it split.
+func sharedTuples(flowsOf map[string][]output.JSONFlow) []string {
+	var out []string
 	for _, c := range slices.Sorted(maps.Keys(flowsOf)) {
 		fs := flowsOf[c]
 		if len(fs) < 2 {
@@ -201,7 +199,6 @@ func sharedTuples(flowsOf map[string][]output.JSONFlow) (out []string, skbs map[
 				if len(p.Steps) == 0 {
 					continue
 				}
-				skbs[p.Skb] = true
 				pkts = append(pkts, fmt.Sprintf("%s %s +%.0fms (%d steps, first in %s, %s)",
 					p.Direction, p.Label, f.Start.Add(time.Duration(p.Steps[0].OffsetUS*1e3)).Sub(fs[0].Start).Seconds()*1e3,
 					len(p.Steps), p.Steps[0].Netns, p.End))
@@ -209,7 +206,33 @@ func sharedTuples(flowsOf map[string][]output.JSONFlow) (out []string, skbs map[
 			out = append(out, fmt.Sprintf("  flow %d, %d packets: %s", f.ID, len(f.Packets), strings.Join(pkts, "; ")))
 		}
 	}
-	return out, skbs
+	return out
+}
+
+// splitEvents returns the events that show why a connection split: those
+// of the packets of each flow on a shared tuple that begins with no SYN
+// (a part split off) and of the flow before it, at the packets' skbs while
+// the two flows lasted. The skbs' other events are other packets': the
+// kernel recycles its addresses.
+func splitEvents(flowsOf map[string][]output.JSONFlow, events []output.JSONEvent) []output.JSONEvent {
+	type span struct{ from, to time.Time }
+	spans := map[string][]span{}
+	for _, fs := range flowsOf {
+		for i := 1; i < len(fs); i++ {
+			if len(fs[i].Packets) > 0 && fs[i].Packets[0].Label == "SYN" {
+				continue
+			}
+			for _, f := range fs[i-1 : i+1] {
+				s := span{f.Start, f.Start.Add(time.Duration(f.DurationMS * 1e6))}
+				for _, p := range f.Packets {
+					spans[p.Skb] = append(spans[p.Skb], s)
+				}
+			}
+		}
+	}
+	return find(events, func(e output.JSONEvent) bool {
+		return slices.ContainsFunc(spans[e.Skb], func(s span) bool { return !e.Time.Before(s.from) && !e.Time.After(s.to) })
+	})
 }
 
 // mldQuery is ICMPv6's type of an MLD query, which the JSON tuple holds
