@@ -196,8 +196,8 @@ func partial(e *event.Event) bool {
 // directions).
 const maxKeys = 6
 
-// keysOf lists the keys an event joins, strongest first (its packet's,
-// skb, then its conntrack entry, its socket, its tuples).
+// keysOf lists the keys an event joins, strongest first: its packet's
+// (skb, from packetKey), then its conntrack entry, its socket, its tuples.
 func (c *Correlator) keysOf(e *event.Event, pt event.Tuple, skb key, facts *connFacts, keys *[maxKeys]key) (n int) {
 	if !partial(e) {
 		if skb.kind != 0 {
@@ -534,9 +534,10 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 // disagrees with the event only by its entry. Conntrack gives a packet in
 // flight the entry of the next connection on its tuple once that one's SYN
 // has reopened it: a server's reset of the old connection that crossed the
-// new SYN between the nodes meets the new entry on the client's node (the
-// busy lab's reused port, on the 6.1 guest). It is still its own
-// connection's packet, and the entry stays the next one's.
+// new SYN between the nodes meets the new entry on the client's node
+// (TestResetUnderTheNextConnectionsEntry; the busy lab's split on the 6.1
+// guest was at such a step, for a reason its output did not show). It is
+// still its own connection's packet, and the entry stays the other one's.
 func (c *Correlator) foreignEntry(e *event.Event, skb key, f *connFacts) bool {
 	if skb.kind == 0 || f.ct.sum == 0 {
 		return false
