@@ -168,6 +168,14 @@ func New(cfg Config) *Correlator {
 		byKey: map[key]*Flow{}, snats: newSNATs(cfg.Idle)}
 }
 
+// flowAt returns the flow a key leads to, or nil.
+func (c *Correlator) flowAt(k key) *Flow {
+	if f, ok := c.recent.flowOf(k); ok {
+		return f
+	}
+	return c.byKey[k]
+}
+
 // SNATs is the index of the entries SNAT gave a source that the events
 // added so far show.
 func (c *Correlator) SNATs() *SNATs { return c.snats }
@@ -395,10 +403,7 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	var contradicted [maxKeys]bool
 	late := false
 	for i, k := range keys[:n] {
-		g, ok := c.recent.flowOf(k)
-		if !ok {
-			g = c.byKey[k]
-		}
+		g := c.flowAt(k)
 		if g == nil {
 			continue
 		}
@@ -542,10 +547,7 @@ func (c *Correlator) foreignEntry(e *event.Event, skb key, f *connFacts) bool {
 	if skb.kind == 0 || f.ct.sum == 0 {
 		return false
 	}
-	g, ok := c.recent.flowOf(skb)
-	if !ok {
-		g = c.byKey[skb]
-	}
+	g := c.flowAt(skb)
 	if g == nil || g.End+c.idleOf(g) < e.Time || g.conn.agrees(f) {
 		return false
 	}
