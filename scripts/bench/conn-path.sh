@@ -10,9 +10,18 @@ OUT=$(mktemp -d)
 CONNRATE=$OUT/connrate
 go build -o "$CONNRATE" ./scripts/bench/connrate
 
+# reap stops background process $1 (none when empty) and waits for it. One
+# that already ended (a tracer that failed to start) is no error: cleanup
+# runs under set -e and must go on to take the lab down.
+reap() {
+	[ -n "${1:-}" ] || return 0
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
 conn_path_cleanup() {
 	if declare -F bench_cleanup >/dev/null; then bench_cleanup; fi
-	if [ -n "${SERVER:-}" ]; then kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true; fi
+	reap "${SERVER:-}"
 	"$NTLAB" down
 	rm -rf "$OUT"
 }

@@ -8,6 +8,8 @@
 # fast as 8 clients go) and in each mode, with no filter on every namespace:
 #   none      no tracer
 #   tcpdump   tcpdump -i any -w in node 1 (every packet of the path)
+#   floor     empty programs wherever nettrace attaches (scripts/bench/floor):
+#             what the attach layout alone costs, the most any filter can keep
 #   nomatch   nettrace watch -o json, a filter matching nothing
 #   text      nettrace watch (text)
 #   json      nettrace watch -o json
@@ -35,16 +37,18 @@ SECS=${2:-5}
 shift $(($# < 2 ? $# : 2))
 RATES=("$@")
 [ ${#RATES[@]} -gt 0 ] || RATES=(100 500 1000 2000 full)
-MODES=(${MODES:-none tcpdump nomatch text json json-all record})
+MODES=(${MODES:-none tcpdump floor nomatch text json json-all record})
 if [ -n "${BASELINE:-}" ]; then
 	for m in "${MODES[@]}"; do
-		case $m in none | tcpdump) ;; *) MODES+=("base-$m") ;; esac
+		case $m in none | tcpdump | floor) ;; *) MODES+=("base-$m") ;; esac
 	done
 fi
 bench_cleanup() {
-	if [ -n "${TRACER:-}" ]; then kill "$TRACER" 2>/dev/null; wait "$TRACER" 2>/dev/null || true; fi
+	reap "${TRACER:-}"
 }
 . scripts/bench/conn-path.sh
+FLOOR=$OUT/floor
+go build -o "$FLOOR" ./scripts/bench/floor
 
 start_tracer() {
 	rm -f "$OUT/ready" "$OUT/stdout" "$OUT/stderr"
@@ -58,6 +62,7 @@ start_tracer() {
 		TRACER=$!
 		sleep 1
 		return ;;
+	floor) "$FLOOR" --netns all --ready-file "$OUT/ready" 2>"$OUT/stderr" & ;;
 	nomatch) "$NETTRACE" watch "${args[@]}" -o json 'host 192.0.2.1' >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	text) "$NETTRACE" watch "${args[@]}" >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	json) "$NETTRACE" watch "${args[@]}" -o json >"$OUT/stdout" 2>"$OUT/stderr" & ;;

@@ -31,8 +31,8 @@ go build -o "$FLOOR" ./scripts/bench/floor
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 
 cleanup() {
-	if [ -n "${TRACER:-}" ]; then kill "$TRACER" 2>/dev/null; wait "$TRACER" 2>/dev/null || true; fi
-	if [ -n "${NOISE:-}" ]; then kill "$NOISE" 2>/dev/null; wait "$NOISE" 2>/dev/null || true; fi
+	if [ -n "${TRACER:-}" ]; then kill "$TRACER" 2>/dev/null || true; wait "$TRACER" 2>/dev/null || true; fi
+	if [ -n "${NOISE:-}" ]; then kill "$NOISE" 2>/dev/null || true; wait "$NOISE" 2>/dev/null || true; fi
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
 	"$NTLAB" down
 	rm -rf "$OUT"

@@ -15,7 +15,7 @@ RATE=${1:-1000}
 SECS=${2:-5}
 STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 bench_cleanup() {
-	if [ -n "${WATCH:-}" ]; then kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null || true; fi
+	reap "${WATCH:-}"
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
 }
 . scripts/bench/conn-path.sh

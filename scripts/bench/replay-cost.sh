@@ -17,7 +17,7 @@ RATE=${1:-2000}
 SECS=${2:-6}
 ROUNDS=${3:-7}
 bench_cleanup() {
-	if [ -n "${WATCH:-}" ]; then kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null || true; fi
+	reap "${WATCH:-}"
 }
 . scripts/bench/conn-path.sh
 

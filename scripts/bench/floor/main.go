@@ -108,9 +108,15 @@ func attachEmpty(a probe.Attachment) (link.Link, error) {
 	if a.Method == probe.MethodTpBTF {
 		return link.AttachTracing(link.TracingOptions{Program: prog})
 	}
+	// One program per hook, priority and family: the IPv6 twin of a link
+	// needs its own family, or it collides with the IPv4 one (EBUSY).
+	family := uint32(unix.NFPROTO_IPV4)
+	if a.Family == "ipv6" {
+		family = unix.NFPROTO_IPV6
+	}
 	var l link.Link
 	err = netns.Do(a.Target, func() error {
-		l, err = link.AttachNetfilter(link.NetfilterOptions{Program: prog, ProtocolFamily: unix.NFPROTO_IPV4,
+		l, err = link.AttachNetfilter(link.NetfilterOptions{Program: prog, ProtocolFamily: family,
 			HookNumber: a.Hook, Priority: a.Priority})
 		return err
 	})
