@@ -14,6 +14,9 @@
 # with the kernel's BPF statistics on: program runs per packet on the path
 # and mean ns per run, per program.
 #
+# FROM=ntlab-p1 runs the clients in pod p1 on node 1 rather than in the
+# node itself: the same Service, DNATed in PREROUTING, and a path forwarded
+# by node 1 (a pod's traffic) rather than sent by it.
 # BUSY=1 runs the lab's background traffic (ntlab noise) throughout.
 # ROUNDS=0 skips the throughput rounds (statistics only).
 #
@@ -22,6 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${1:-5}
 SECS=${2:-3}
+FROM=${FROM:-ntlab-n1}
 NETTRACE=bin/nettrace NTLAB=bin/ntlab
 scripts/deps.sh bench
 OUT=$(mktemp -d)
@@ -90,7 +94,7 @@ stop_tracer() {
 }
 
 iperf() {
-	ip netns exec ntlab-n1 iperf3 -c 10.96.0.10 -t "$SECS" -J |
+	ip netns exec "$FROM" iperf3 -c 10.96.0.10 -t "$SECS" -J |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9)'
 }
 
@@ -100,7 +104,7 @@ for r in $(seq "$ROUNDS"); do
 	for m in "${MODES[@]}"; do
 		start_tracer "$m"
 		gbps=$(iperf)
-		cps=$(ip netns exec ntlab-n1 "$CONNRATE" -addr 10.96.0.10:80 -d "${SECS}s")
+		cps=$(ip netns exec "$FROM" "$CONNRATE" -addr 10.96.0.10:80 -d "${SECS}s")
 		stop_tracer
 		echo "$m $gbps $cps" >> "$OUT/results"
 		echo "round $r $m: $gbps Gbit/s, $cps conn/s" >&2
