@@ -38,6 +38,8 @@ cleanup() {
 	if [ -n "${TRACER:-}" ]; then kill "$TRACER" 2>/dev/null || true; wait "$TRACER" 2>/dev/null || true; fi
 	if [ -n "${NOISE:-}" ]; then kill "$NOISE" 2>/dev/null || true; wait "$NOISE" 2>/dev/null || true; fi
 	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
+	# iperf3 -D outlives the lab's namespaces: its pid file says which to stop.
+	if [ -f "$OUT/iperf3.pid" ]; then kill "$(cat "$OUT/iperf3.pid")" 2>/dev/null || true; fi
 	"$NTLAB" down
 	rm -rf "$OUT"
 }

@@ -15,13 +15,18 @@ SECS=${1:-10}
 RING=${2:-8388608}
 NETTRACE=bin/nettrace NTLAB=bin/ntlab
 OUT=$(mktemp -d)
-cleanup() { "$NTLAB" down; rm -rf "$OUT"; }
+# iperf3 -D outlives the lab's namespaces: its pid file says which to stop.
+cleanup() {
+	if [ -f "$OUT/iperf3.pid" ]; then kill "$(cat "$OUT/iperf3.pid")" 2>/dev/null || true; fi
+	"$NTLAB" down
+	rm -rf "$OUT"
+}
 trap cleanup EXIT
 
 "$NTLAB" up snat-missing-healthy >/dev/null
 ip netns exec ntlab-n1 iptables -t nat -I KUBE-SERVICES -d 10.96.0.10/32 -p tcp --dport 5201 \
 	-j DNAT --to-destination 10.244.2.10:5201
-ip netns exec ntlab-p2 iperf3 -s -D -B 10.244.2.10
+ip netns exec ntlab-p2 iperf3 -s -D -B 10.244.2.10 --pidfile "$OUT/iperf3.pid"
 sleep 0.5
 NS=()
 for ns in $(ip netns list | awk '/^ntlab-/ {print $1}'); do NS+=(--netns "$ns"); done
