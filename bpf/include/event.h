@@ -336,11 +336,22 @@ static __always_inline __u16 nt_copy_packet(void *dst, struct sk_buff *skb, bool
  * journeys and share their packet's bytes. A TCP event (a socket's state,
  * a reset; no packet bytes of its own) joins the journey pending on its
  * CPU as a step without packet (nt_journey_take); drops and listener
- * outcomes end it and go out on their own. */
+ * outcomes of failure end it and go out on their own. */
 static __always_inline bool nt_journeys_point(__u8 point)
 {
 	return point == NT_POINT_DEV || point == NT_POINT_NAT || point == NT_POINT_ROUTE ||
 	       point == NT_POINT_VXLAN;
+}
+
+/* Whether a point's events that are no failure join the journey pending
+ * on their CPU as steps without packet. A SYN the listener queued joins
+ * too: it is reported once its SYN-ACK went out on the same CPU, and on
+ * its own it cost the connection two records, its own and the SYN-ACK's
+ * journey cut in two. Its packet's bytes are the SYN's, which its steps
+ * to the listener already carry. */
+static __always_inline bool nt_joins_as_hop(__u8 point)
+{
+	return point == NT_POINT_TCP || point == NT_POINT_SYN;
 }
 
 static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_key)
@@ -420,27 +431,40 @@ static __always_inline void nt_journey_end(__u64 skb)
 		nt_journey_send(j, 0);
 }
 
+/* Whether tuple b is tuple a, or the same TCP or UDP packet's with its
+ * addresses and ports translated (NAT). Both are two words. */
+static __always_inline bool nt_tuple_same_or_translated(const __u64 *a, const __u64 *b)
+{
+	const struct nt_tuple4 *ta = (const void *)a, *tb = (const void *)b;
+
+	if (a[0] == b[0] && a[1] == b[1])
+		return true;
+	return (ta->proto == IPPROTO_TCP || ta->proto == IPPROTO_UDP) && ta->proto == tb->proto &&
+	       ta->tcp_flags == tb->tcp_flags;
+}
+
 /* Whether the event in next is a step of the head's packet: the same skb
- * and identity and the same inner tuple, and the same tuple or the same
- * TCP or UDP packet with its addresses and ports translated (NAT). User
- * space derives a translated step's packet bytes from the record's, as
- * the kernel's NAT rewrites them; an encapsulated or decapsulated packet,
- * whose headers it cannot derive, starts a journey of its own (nt_narrow
- * zeroes what a record does not hold, so whole words compare). */
+ * and identity, and either the same inner tuple and the same or a
+ * translated tuple, or, decapsulated, no inner tuple and the head's inner
+ * one, the same or translated. User space derives a translated step's
+ * packet bytes from the record's, as the kernel's NAT rewrites them, and a
+ * decapsulated step's from the inner packet in the record's bytes; an
+ * encapsulated packet, whose outer headers it cannot derive, starts a
+ * journey of its own (nt_narrow zeroes what a record does not hold, so
+ * whole words compare). */
 static __always_inline bool nt_journey_same(const struct nt_journey *j)
 {
 	const __u64 *a = (const void *)&j->head.tuple;
 	const __u64 *b = (const void *)&j->next.tuple;
-	const struct nt_tuple4 *t = &j->head.tuple;
 
 	_Static_assert(__builtin_offsetof(struct nt_event4, ct) - __builtin_offsetof(struct nt_event4, tuple) == 32,
 		       "tuple and inner are four words");
-	if (j->head.skb != j->next.skb || j->head.skb_seen != j->next.skb_seen || a[2] != b[2] || a[3] != b[3])
+	_Static_assert(sizeof(struct nt_tuple4) == 16, "a tuple is two words");
+	if (j->head.skb != j->next.skb || j->head.skb_seen != j->next.skb_seen)
 		return false;
-	if (a[0] == b[0] && a[1] == b[1])
-		return true;
-	return !(a[2] | a[3]) && (t->proto == IPPROTO_TCP || t->proto == IPPROTO_UDP) &&
-	       t->proto == j->next.tuple.proto && t->tcp_flags == j->next.tuple.tcp_flags;
+	if (a[2] == b[2] && a[3] == b[3])
+		return (!(a[2] | a[3]) || (a[0] == b[0] && a[1] == b[1])) && nt_tuple_same_or_translated(a, b);
+	return (a[2] | a[3]) && !(b[2] | b[3]) && nt_tuple_same_or_translated(a + 2, b);
 }
 
 /* Adds the event in next to the pending journey as its next hop. */
@@ -474,14 +498,14 @@ static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buf
  * or as a new journey (with its packet's bytes when skb is given). Returns
  * false when the event goes out on its own: its point ends journeys, a
  * step has no packet, it has an IPv6 address (its wide record has no
- * journey), a TCP event finds no journey with room, or a program on this
- * CPU is changing the journey. */
+ * journey), a TCP or SYN event finds no journey with room, or a program
+ * on this CPU is changing the journey. */
 static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
 {
 	bool step = nt_journeys_point(e->point), joined = true;
 	struct nt_journey *j;
 
-	if (nt_wide(e) || (step ? !e->skb : e->point != NT_POINT_TCP))
+	if (nt_wide(e) || (step ? !e->skb : !nt_joins_as_hop(e->point)))
 		return false;
 	/* Under overload a device hop or route lookup joins no journey: shed
 	 * (and counted) as it would be on its own, so that the journeys of
@@ -492,9 +516,9 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 	j = nt_journey();
 	if (!j || j->busy)
 		return false;
-	/* A TCP event only joins a pending journey with room: it starts none
-	 * (a journey is a packet's), and one that does not join is stamped
-	 * for its own record. */
+	/* A TCP or SYN event only joins a pending journey with room: it
+	 * starts none (a journey is a packet's), and one that does not join is
+	 * stamped for its own record. */
 	if (!step && (!j->pending || j->hops >= NT_JOURNEY_HOPS))
 		return false;
 	/* A volatile store and a compiler barrier: the flag must be in memory

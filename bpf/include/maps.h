@@ -154,21 +154,21 @@ struct {
 } listeners SEC(".maps");
 
 /* The packet journey pending on this CPU: an IPv4 packet's record held
- * while the packet's next events on this CPU (the same skb, identity and
- * inner tuple; NAT may translate its addresses and ports), and the TCP
- * events made meanwhile, are added to it as hops; sent as one record when
- * anything else is submitted on this CPU, when the packet is encapsulated,
- * decapsulated or freed, when it holds NT_JOURNEY_HOPS
- * hops, or when user space flushes every CPU (journey_flush, before it
- * counts losses). A packet crosses veth pairs, bridges and its namespaces'
- * NAT hooks on one CPU, one step after the other: one record, not one per
- * step. Per CPU, so no other CPU
- * touches it; busy guards it against a program nested on this CPU (a
- * softirq's, or the flush's interrupt), which then submits its event on
- * its own. events counts the journey's events per point, for the shed and
- * lost counters. The record is head and what follows it in tail: the
- * packet's first snap_len bytes (head.caplen of them copied), padded to
- * 8, the hops, their count. */
+ * while the packet's next events on this CPU (the same skb and identity,
+ * the same inner tuple or the packet decapsulated from it; NAT may
+ * translate its addresses and ports), and the TCP events and queued SYNs
+ * reported meanwhile, are added to it as hops; sent as one record when
+ * anything else is submitted on this CPU, when the packet is encapsulated
+ * or freed, when it holds NT_JOURNEY_HOPS hops, or when user space
+ * flushes every CPU (journey_flush, before it counts losses). A packet
+ * crosses veth pairs, bridges, its namespaces' NAT hooks and the tunnel's
+ * receiving end on one CPU, one step after the other: one record, not one
+ * per step. Per CPU, so no other CPU touches it; busy guards it against a
+ * program nested on this CPU (a softirq's, or the flush's interrupt),
+ * which then submits its event on its own. events counts the journey's
+ * events per point, for the shed and lost counters. The record is head
+ * and what follows it in tail: the packet's first snap_len bytes
+ * (head.caplen of them copied), padded to 8, the hops, their count. */
 struct nt_journey {
 	__u8 pending;
 	__u8 busy;

@@ -312,12 +312,13 @@ _Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/eve
  * first event, its packet bytes (padded to 8), the narrow records of the
  * next events (the hops, packet bytes not repeated), then their count: the record's
  * length says where the hops are, so user space needs no snap length. */
-/* Events after the record's own: room for a pod's packet through its node
- * (veth, bridge, the NAT hooks before and after a translation, a route
- * lookup, the vxlan device) and the socket states made meanwhile. On the
- * connection sweep's path 12 gave 14.4 records a connection, 8 gave 16.4
- * and 16 no fewer than 12 (docs/performance.md). */
-#define NT_JOURNEY_HOPS 12
+/* Events after the record's own: room for a pod's packet from the tunnel
+ * of one node to the pod on the other (the outer packet's steps through
+ * both nodes and the underlay, 9 on the connection sweep's path, then the
+ * inner one's to the pod, 6) and the socket states made meanwhile. 12,
+ * enough before a decapsulated packet's steps joined its journey, cut it
+ * in two there (docs/performance.md). */
+#define NT_JOURNEY_HOPS 24
 
 struct nt_hops_tail {
 	__u32 count;

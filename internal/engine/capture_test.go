@@ -66,18 +66,27 @@ func kernelRecords(events []event.Event) (records [][]byte, journeys int) {
 }
 
 // journeyHops is the kernel's NT_JOURNEY_HOPS.
-const journeyHops = 12
+const journeyHops = 24
 
 func sameJourney(head, e *event.Event) bool {
 	steps := func(p event.Point) bool {
 		return p == event.PointDev || p == event.PointNAT || p == event.PointRoute || p == event.PointVXLAN
 	}
-	translated := e.Inner == (event.Tuple{}) && e.Tuple.Proto == head.Tuple.Proto && e.Tuple.TCPFlags == head.Tuple.TCPFlags &&
-		(e.Tuple.Proto == event.ProtoTCP || e.Tuple.Proto == event.ProtoUDP)
+	translated := func(from event.Tuple) bool {
+		return e.Tuple == from || e.Tuple.Proto == from.Proto && e.Tuple.TCPFlags == from.TCPFlags &&
+			(e.Tuple.Proto == event.ProtoTCP || e.Tuple.Proto == event.ProtoUDP)
+	}
+	var same bool
+	switch none := (event.Tuple{}); {
+	case e.Inner == head.Inner:
+		same = e.Tuple == head.Tuple || e.Inner == none && translated(head.Tuple)
+	case e.Inner == none:
+		same = translated(head.Inner) // decapsulated
+	}
 	// A step with bytes starts a journey of its own after a head without.
 	withBytes := len(e.Packet) > 0 && len(head.Packet) == 0
 	return steps(head.Point) && steps(e.Point) && !withBytes && head.Skb != 0 && head.Tuple.Src.Is4() && e.Tuple.Src.Is4() &&
-		e.Skb == head.Skb && e.SkbSeen == head.SkbSeen && e.Inner == head.Inner && (e.Tuple == head.Tuple || translated)
+		e.Skb == head.Skb && e.SkbSeen == head.SkbSeen && same
 }
 
 // A capture hands every record read, completed, to the pipeline and the

@@ -19,7 +19,9 @@ import (
 // otherwise: encapsulated, decapsulated). A TCP
 // event made on the CPU while the journey was pending (a socket's state
 // changed as its packet was processed) joins it too, with no packet bytes:
-// it has none on its own either.
+// it has none on its own either. So does a SYN the listener queued
+// (reported once its SYN-ACK went out): its bytes are the SYN's, which
+// the SYN's own steps carry.
 
 // flagHops marks a kernel record that ends with hops (NT_F_HOPS).
 const flagHops = 0x10
@@ -58,7 +60,17 @@ func DecodeKernelHop(b []byte, i int, e *Event, scratch []byte) []byte {
 		return scratch
 	}
 	e.Packet = b[RecordSize : RecordSize+n]
-	if !bytes.Equal(hop[narrow.tuple:narrow.inner], b[narrow.tuple:narrow.inner]) {
+	carried := b[narrow.tuple:narrow.inner] // the tuple of the record's bytes
+	if b[offFlags]&FlagInner != 0 && !e.HasInner() {
+		// Decapsulated since the record's step: its packet is the one
+		// inside the record's.
+		carried = b[narrow.inner:narrow.ct]
+		e.Packet = innerCarrying(e.Packet, carried)
+		if e.Packet == nil {
+			return scratch
+		}
+	}
+	if !bytes.Equal(hop[narrow.tuple:narrow.inner], carried) {
 		scratch = appendTranslated(scratch[:0], e.Packet, &e.Tuple)
 		e.Packet = nil
 		if len(scratch) > 0 {
@@ -67,6 +79,31 @@ func DecodeKernelHop(b []byte, i int, e *Event, scratch []byte) []byte {
 	}
 	return scratch
 }
+
+// innerCarrying returns the packet inside the vxlan packet b when its IPv4
+// addresses are those of narrow tuple t (the kernel's bytes: source, then
+// destination), or nil: bytes that hold another packet are not its.
+func innerCarrying(b, t []byte) []byte {
+	in := VXLANInner(b)
+	if len(in) < 20 || in[0]>>4 != 4 || !bytes.Equal(in[12:20], t[:8]) {
+		return nil
+	}
+	return in
+}
+
+// VXLANInner returns the packet inside the vxlan packet b, from its IP
+// header, or nil when b is too short to hold the outer headers.
+func VXLANInner(b []byte) []byte {
+	hl, _, ok := TransportHeader(b)
+	if !ok || len(b) < hl+vxlanInnerOff {
+		return nil
+	}
+	return b[hl+vxlanInnerOff:]
+}
+
+// vxlanInnerOff is where the inner IP header starts past the outer
+// transport header: UDP (8), vxlan (8) and Ethernet (14).
+const vxlanInnerOff = 30
 
 // journeySteps says, by point, whether a hop is a step of the record's
 // packet, whose bytes it shares (each section's journeyStep). A TCP event

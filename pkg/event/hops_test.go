@@ -156,3 +156,50 @@ func TestKernelJourneyTranslated(t *testing.T) {
 		}
 	}
 }
+
+// encapsulated returns the vxlan packet, from its outer IP header, that
+// carries inner between the nodes' underlay addresses.
+func encapsulated(t *testing.T, inner []byte) []byte {
+	t.Helper()
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Id: 0x4321, SrcIP: []byte{172, 20, 0, 1}, DstIP: []byte{172, 20, 0, 2},
+		Protocol: layers.IPProtocolUDP}
+	udp := &layers.UDP{SrcPort: 51234, DstPort: 8472}
+	_ = udp.SetNetworkLayerForChecksum(ip)
+	eth := &layers.Ethernet{SrcMAC: []byte{2, 0, 0, 0, 0, 1}, DstMAC: []byte{2, 0, 0, 0, 0, 2}, EthernetType: layers.EthernetTypeIPv4}
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, ip, udp, &layers.VXLAN{ValidIDFlag: true, VNI: 1}, eth, gopacket.Payload(inner)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A journey's step after the decapsulation of the record's packet decodes
+// with the packet inside the record's bytes, translated when NAT has
+// changed it since; inner bytes that hold another packet are none.
+func TestKernelJourneyDecapsulated(t *testing.T) {
+	journey := journeySample()
+	pre := journey[0].Tuple
+	post := pre
+	post.Dst, post.Dport = netip.MustParseAddr("10.244.2.10"), 9002
+	outer := Tuple{Src: netip.MustParseAddr("172.20.0.1"), Dst: netip.MustParseAddr("172.20.0.2"), Sport: 51234, Dport: 8472, Proto: ProtoUDP}
+	journey[0].Tuple, journey[0].Inner, journey[0].Flags = outer, pre, FlagInner
+	journey[0].Packet = encapsulated(t, serialized(t, pre))
+	journey[1].Tuple = post // decapsulated, then DNATed
+	b := AppendKernelJourney(nil, journey)
+	var e Event
+	for i, want := range [][]byte{serialized(t, post), nil, serialized(t, pre)} {
+		DecodeKernelHop(b, i, &e, nil)
+		if !reflect.DeepEqual(e.Packet, want) {
+			t.Errorf("hop %d: packet\n%x\nwant\n%x", i, e.Packet, want)
+		}
+	}
+
+	other := pre
+	other.Src = netip.MustParseAddr("10.244.1.11")
+	journey[0].Packet = encapsulated(t, serialized(t, other))
+	b = AppendKernelJourney(nil, journey)
+	if DecodeKernelHop(b, 2, &e, nil); e.Packet != nil {
+		t.Errorf("a step took the bytes of another inner packet: %x", e.Packet)
+	}
+}

@@ -569,16 +569,6 @@ func ipAddrs(b []byte) (src, dst netip.Addr, ok bool) {
 	return netip.Addr{}, netip.Addr{}, false
 }
 
-// vxlanInner is where the inner IP header starts in an encapsulated
-// packet: outer IP, UDP (8), vxlan (8), Ethernet (14).
-func vxlanInner(b []byte) []byte {
-	hl, _, ok := event.TransportHeader(b)
-	if !ok || len(b) < hl+30 {
-		return nil
-	}
-	return b[hl+30:]
-}
-
 // carries says whether an IP header holds a tuple's addresses.
 func carries(b []byte, t event.Tuple) bool {
 	src, dst, ok := ipAddrs(b)
@@ -600,7 +590,7 @@ func connBytes(e *event.Event) []byte {
 	if carries(e.Packet, e.Inner) {
 		return e.Packet
 	}
-	if in := vxlanInner(e.Packet); carries(in, e.Inner) {
+	if in := event.VXLANInner(e.Packet); carries(in, e.Inner) {
 		return in
 	}
 	return nil
