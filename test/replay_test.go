@@ -2,6 +2,7 @@ package test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,6 +168,48 @@ func TestExportTranslatedSteps(t *testing.T) {
 	for _, l := range lines {
 		if l != lab.IngressPodIP+"\t443" {
 			t.Errorf("a DNAT's step shows its packet to %q, want %s:443", l, lab.IngressPodIP)
+		}
+	}
+	requireValidIPChecksums(t, pcapng)
+}
+
+// A packet's steps after the tunnel's receiving end decapsulated it show
+// the inner packet, translated where NAT translated it since, with valid
+// IP checksums: the kernel sends the outer packet's bytes once, with the
+// journey it continues after the decapsulation, and nettrace takes the
+// inner packet from inside them. Both ways over the overlay: the SYN to
+// the pod on node 2, and its SYN-ACK back to node 1, un-DNATed there.
+func TestExportDecapsulatedSteps(t *testing.T) {
+	pcapng := exportScenario(t, "snat-missing-healthy", "host "+lab.SNATServiceIP)
+	pod := fmt.Sprintf("%s:%d", lab.Pod2IP, lab.PodPort)
+	received := `frame.comment == "point: dev" && frame.comment == "kind: rx" && `
+	for _, c := range []struct {
+		what, filter, fields, want string
+	}{
+		{"the SYN decapsulated on node 2", received + `frame.interface_name == "` + lab.NsNode2 + `/flannel.1" && tcp.flags.syn == 1 && tcp.flags.ack == 0`,
+			"ip.dst,tcp.dstport", pod},
+		{"the SYN-ACK decapsulated on node 1", received + `frame.interface_name == "` + lab.NsNode1 + `/flannel.1" && tcp.flags.syn == 1 && tcp.flags.ack == 1`,
+			"ip.src,tcp.srcport", pod},
+		{"the SYN-ACK un-DNATed on node 1", `frame.comment contains "netns: ` + lab.NsNode1 + `" && frame.comment contains "hook: INPUT" && tcp.flags.syn == 1 && tcp.flags.ack == 1`,
+			"ip.src,tcp.srcport", lab.SNATServiceIP + ":80"},
+	} {
+		args := []string{"-r", pcapng, "-Y", c.filter, "-T", "fields", "-E", "separator=:"}
+		for _, f := range strings.Split(c.fields, ",") {
+			args = append(args, "-e", f)
+		}
+		out, err := exec.Command("tshark", args...).Output()
+		if err != nil {
+			t.Fatalf("tshark: %v", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if lines[0] == "" {
+			t.Errorf("no packet of %s (%s)", c.what, c.filter)
+			continue
+		}
+		for _, l := range lines {
+			if l != c.want {
+				t.Errorf("%s shows %q, want %s", c.what, l, c.want)
+			}
 		}
 	}
 	requireValidIPChecksums(t, pcapng)
