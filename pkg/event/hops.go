@@ -7,21 +7,22 @@ import (
 
 // A kernel record may carry its packet's next events (NT_F_HOPS, struct
 // nt_journey in bpf/include/maps.h): the kernel gathers the steps of one
-// packet (the same skb, identity and inner tuple) made one after the other
-// on one CPU into one record, so that a packet
-// crossing veth pairs, bridges and NAT hooks costs the ring buffer one
-// record rather than one per step. The record is its own event and its
-// packet's bytes, then the next events as narrow records (the hops), then
-// their count. A hop carries its packet bytes no more: it takes the
-// record's, taken at its first step, translated when NAT has changed its
-// addresses or ports since (the kernel keeps a TCP or UDP packet's journey
-// across a translation, and starts a new one where its headers change
-// otherwise: encapsulated, decapsulated). A TCP
-// event made on the CPU while the journey was pending (a socket's state
-// changed as its packet was processed) joins it too, with no packet bytes:
-// it has none on its own either. So does a SYN the listener queued
-// (reported once its SYN-ACK went out): its bytes are the SYN's, which
-// the SYN's own steps carry.
+// packet (the same skb and identity, and the same inner tuple or the
+// packet decapsulated from it) made one after the other on one CPU into
+// one record, so that a packet crossing veth pairs, bridges, NAT hooks and
+// the tunnel's receiving end costs the ring buffer one record rather than
+// one per step. The record is its own event and its packet's bytes, then
+// the next events as narrow records (the hops), then their count. A hop
+// carries its packet bytes no more: it takes the record's, taken at its
+// first step, or the packet inside them once decapsulated, translated
+// when NAT has changed its addresses or ports since (the kernel keeps a
+// TCP or UDP packet's journey across a translation, and starts a new one
+// where it is encapsulated: the outer headers are not in the record's
+// bytes). A TCP event made on the CPU while the journey was pending (a
+// socket's state changed as its packet was processed) joins it too, with
+// no packet bytes: it has none on its own either. So does a SYN the
+// listener queued (reported once its SYN-ACK went out): its bytes are the
+// SYN's, which the SYN's own steps carry.
 
 // flagHops marks a kernel record that ends with hops (NT_F_HOPS).
 const flagHops = 0x10
