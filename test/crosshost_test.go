@@ -65,6 +65,8 @@ func TestOneTimelineFromTwoRecorders(t *testing.T) {
 		}
 		requireFlowAcross(t, merged, healthy)
 		requireAlignedWithinBounds(t, skewLog)
+		requireClockSummarized(t, merged)
+		requireCausalOrder(t, merged)
 	})
 }
 
@@ -127,6 +129,25 @@ func requireAlignedWithinBounds(t *testing.T, log string) {
 		return
 	}
 	t.Fatalf("replay did not align the clocks:\n%s", log)
+}
+
+// requireClockSummarized requires the replay's summary to say how the
+// second recording's clock was placed, as the bounds it found allow: one
+// bound, and its times are the earliest or latest they allow.
+func requireClockSummarized(t *testing.T, tr trace) {
+	t.Helper()
+	clocks, _ := tr.summary["clocks"].([]any)
+	if len(clocks) != 1 {
+		t.Fatalf("summary's clocks %v, want the second recording's", tr.summary["clocks"])
+	}
+	c, _ := clocks[0].(map[string]any)
+	_, lower := c["at_least_ms"]
+	_, upper := c["at_most_ms"]
+	want := map[[2]bool]string{{true, true}: "bounded", {false, true}: "earliest", {true, false}: "latest", {false, false}: "unplaced"}[[2]bool{lower, upper}]
+	if c["placement"] != want || want == "unplaced" {
+		t.Fatalf("summary's clock %v: placed %v, want %s by its bounds, and placed", c, c["placement"], want)
+	}
+	t.Logf("the summary's clock: %v", c)
 }
 
 // boundText is a bound of the clock log in milliseconds, or "none".

@@ -173,6 +173,7 @@ func checkTwoKernels(t *testing.T, recordings []string, healthy bool) {
 	if !strings.Contains(log, `"message":"clock aligned"`) {
 		t.Fatalf("replay did not place node 2's clock:\n%s", log)
 	}
+	requireClockSummarized(t, merged)
 	requireCausalOrder(t, merged)
 	requireTunnelPacketsNamed(t, recordings[0])
 	if !healthy {

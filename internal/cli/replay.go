@@ -97,7 +97,7 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			defer closeAll()
 			logSkews(log, skews)
 			o := engine.Options{Format: format, Timelines: timelines, Events: events, FlowIdle: flowIdle, MaxFlows: maxFlows, MaxPackets: maxPackets,
-				Colour: colourOn(os.Stdout)}
+				Colour: colourOn(os.Stdout), Clocks: skews}
 			if err := engine.Replay(s, prog, o); err != nil {
 				return err
 			}

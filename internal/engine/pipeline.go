@@ -91,6 +91,7 @@ type Pipeline struct {
 	lossesRecorded time.Time
 	// buffered holds what is written as events come, until flushOut.
 	buffered *bufio.Writer
+	clocks   []trace.ClockSkew
 }
 
 // outBuffer is how much output is held between flushes: about a tick's
@@ -173,8 +174,10 @@ type Options struct {
 	// Losses, when the run counts its losses, mark incomplete flows.
 	Losses *flow.Losses
 	// CrossHost joins a connection's flows on several hosts into one
-	// (flow.Config.CrossHost): a replay of several recordings.
+	// (flow.Config.CrossHost): a replay of several recordings, whose
+	// clocks were placed as Clocks say (the summary says it again).
 	CrossHost bool
+	Clocks    []trace.ClockSkew
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -191,7 +194,7 @@ const maxKeptText = 64 << 10
 func New(o Options) *Pipeline {
 	p := &Pipeline{names: o.Names, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
 		findings: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
-		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses}
+		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses, clocks: o.Clocks}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
@@ -608,7 +611,8 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	if p.flight != nil {
 		p.flightKept = p.flight.close()
 	}
-	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete}
+	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete,
+		Clocks: p.clocks}
 	output.WriteSummary(os.Stderr, sum)
 	switch {
 	case p.jw != nil:
@@ -680,12 +684,40 @@ type jsonSummary struct {
 	// their findings rests on what they lack.
 	Incomplete uint64            `json:"flows_incomplete"`
 	Findings   map[string]uint64 `json:"findings"`
+	// Clocks are how a replay of several recordings placed the clocks of
+	// all but the first.
+	Clocks []jsonClock `json:"clocks,omitempty"`
+}
+
+// jsonClock is one recording's clock as replay placed it (trace.ClockSkew).
+type jsonClock struct {
+	Host      string   `json:"host"`
+	OffsetMS  float64  `json:"offset_ms"`
+	Packets   int      `json:"packets"`
+	Placement string   `json:"placement"`
+	AtLeastMS *float64 `json:"at_least_ms,omitempty"`
+	AtMostMS  *float64 `json:"at_most_ms,omitempty"`
 }
 
 func summaryJSON(s output.Summary) jsonSummary {
-	return jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: PointNames(s.Events), Records: s.Records,
+	sum := jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: PointNames(s.Events), Records: s.Records,
 		Lost: PointNames(s.Lost), Shed: PointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
 		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Incomplete: s.Incomplete, Findings: s.Findings}
+	ms := func(d time.Duration) *float64 { v := float64(d) / 1e6; return &v }
+	for i, k := range s.Clocks {
+		if i == 0 {
+			continue // the clock the others are placed against
+		}
+		c := jsonClock{Host: k.Host, OffsetMS: *ms(k.Offset), Packets: k.Packets, Placement: k.Placement().String()}
+		if k.HasLower {
+			c.AtLeastMS = ms(k.Lower)
+		}
+		if k.HasUpper {
+			c.AtMostMS = ms(k.Upper)
+		}
+		sum.Clocks = append(sum.Clocks, c)
+	}
+	return sum
 }
 
 // PointNames keys per-point counts by the points' names, every point present.

@@ -13,6 +13,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
 // Names turns kernel numbers into names; each may be nil.
@@ -121,6 +122,9 @@ type Summary struct {
 	// Incomplete counts the flows records were lost or shed around.
 	Incomplete uint64
 	Findings   map[string]uint64 // per rule
+	// Clocks are how a replay of several recordings placed each one's
+	// clock against the first's (trace.NewAlignedStream); nil otherwise.
+	Clocks []trace.ClockSkew
 }
 
 // SymbolName names a kernel address.

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
 // Text writes one line per event: time, netns/device, point and hook,
@@ -155,6 +158,43 @@ func WriteSummary(w io.Writer, s Summary) {
 	}
 	fmt.Fprintf(w, "nettrace: %d flows (%d ended early at the flow limit, %d started by a new connection on a known tuple%s); findings: %s\n",
 		s.Flows.Flows, s.Flows.Evicted, s.Flows.Contradictions, unheld, orNone(found))
+	for i, k := range s.Clocks {
+		if i > 0 {
+			fmt.Fprintf(w, "nettrace: clock of %s: %s\n", k.Host, clockSentence(k, s.Clocks[0].Host))
+		}
+	}
+}
+
+// clockSentence says where a recording's clock was placed against the
+// first recording's (first), and how far its times can be trusted.
+func clockSentence(k trace.ClockSkew, first string) string {
+	packets := "packets"
+	if k.Packets == 1 {
+		packets = "packet"
+	}
+	placed := fmt.Sprintf("%s %s %s's by %d %s seen on both", durationMS(k.Offset.Abs()), aheadOrBehind(k.Offset), first, k.Packets, packets)
+	switch k.Placement() {
+	case trace.Bounded:
+		return fmt.Sprintf("%s, both ways: each time right within %s", placed, durationMS((k.Upper-k.Lower)/2))
+	case trace.Earliest:
+		return fmt.Sprintf("%s, all towards %s: its times are the earliest they allow (the quickest crossing taken as instant), each may have been later by an amount no packet bounds", placed, k.Host)
+	case trace.Latest:
+		return fmt.Sprintf("%s, all from %s: its times are the latest they allow (the quickest crossing taken as instant), each may have been earlier by an amount no packet bounds", placed, k.Host)
+	}
+	return fmt.Sprintf("not placed: no packet seen both there and by the recordings placed before it, so its times are its own clock's and may be off from %s's by seconds", first)
+}
+
+func aheadOrBehind(d time.Duration) string {
+	if d < 0 {
+		return "behind"
+	}
+	return "ahead of"
+}
+
+// durationMS writes a duration in milliseconds to the microsecond, as the
+// timelines write times.
+func durationMS(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) + " ms"
 }
 
 // perPointCounts says "dev 12, route 3" of the points with a count.

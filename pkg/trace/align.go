@@ -20,6 +20,13 @@ import (
 // takes the middle of the bounds (or the one bound there is), each
 // recording against the first through the recordings it shares packets
 // with.
+//
+// The offset is chosen on the recordings' own wall clocks, where the
+// timeline is drawn: every packet must arrive there after it left, so the
+// offset stays within the bounds as the packets give them. The anchors'
+// errors (Meta.AnchorErrNS) widen only the range reported for the true
+// offset: an offset at a bound widened by them would put the packet that
+// set the bound on the wrong side of its own crossing, by as much.
 
 // ClockSkew is what NewAlignedStream found of one recording's clock.
 type ClockSkew struct {
@@ -27,16 +34,54 @@ type ClockSkew struct {
 	// Offset is how far the recording's clock ran ahead of the first
 	// recording's; its events were moved back by it. It is the middle of
 	// the bounds, or the one bound there is (the packets' time on the wire
-	// taken as nothing).
+	// taken as nothing: Placement).
 	Offset time.Duration
 	// Packets counts the packets seen on both that bound it; zero when no
 	// packet joins the recording to the first, and its clock is taken as
 	// it was.
 	Packets int
-	// Lower and Upper bound the true offset (HasLower, HasUpper: packets
-	// gave that bound).
+	// Lower and Upper bound the true offset, widened by the anchors'
+	// errors (HasLower, HasUpper: packets gave that bound).
 	Lower, Upper       time.Duration
 	HasLower, HasUpper bool
+}
+
+// Placement is how much a recording's placed times can be trusted.
+type Placement int
+
+const (
+	// Unplaced: no packet joins the recording to the others; its times
+	// are its own clock's.
+	Unplaced Placement = iota
+	// Bounded: packets both ways put the offset between two bounds; each
+	// time is right within half their distance.
+	Bounded
+	// Earliest: packets went only to the recording's host, so its times
+	// are the earliest they allow (the quickest crossing taken as
+	// instant); each may have been later, by an amount nothing bounds.
+	Earliest
+	// Latest: packets went only from the recording's host, so its times
+	// are the latest they allow; each may have been earlier, by an amount
+	// nothing bounds.
+	Latest
+)
+
+var placementNames = [...]string{Unplaced: "unplaced", Bounded: "bounded", Earliest: "earliest", Latest: "latest"}
+
+// String names the placement as the JSON summary does (docs/events.md).
+func (p Placement) String() string { return placementNames[p] }
+
+// Placement says how the recording's clock was placed.
+func (k ClockSkew) Placement() Placement {
+	switch {
+	case k.HasLower && k.HasUpper:
+		return Bounded
+	case k.HasUpper:
+		return Earliest
+	case k.HasLower:
+		return Latest
+	}
+	return Unplaced
 }
 
 // Limits of the scan for packets seen on several hosts: clocks are
@@ -147,18 +192,19 @@ func sightings(src source, id func(*event.Event) (uint64, bool)) (recordingSight
 }
 
 // bounds are what packets seen by two recordings say of the second's
-// clock minus the first's.
+// clock minus the first's, on their wall clocks as converted (lo, hi),
+// and how far the true offset may lie beyond them (slack: both
+// recordings' anchor errors, since each converted its kernel's times to
+// wall times with its own anchor).
 type bounds struct {
 	lo, hi  int64
+	slack   int64
 	packets int
 }
 
-// pairBounds bounds b's clock minus a's by the packets both saw, widened
-// by both recordings' anchor errors: each converted its kernel's times to
-// wall times with its own anchor.
+// pairBounds bounds b's clock minus a's by the packets both saw.
 func pairBounds(a, b recordingSightings) bounds {
-	bd := bounds{lo: math.MinInt64, hi: math.MaxInt64}
-	slack := a.anchorErr + b.anchorErr
+	bd := bounds{lo: math.MinInt64, hi: math.MaxInt64, slack: a.anchorErr + b.anchorErr}
 	for k, x := range a.packets {
 		y, ok := b.packets[k]
 		if !ok || x.ambiguous || y.ambiguous {
@@ -168,9 +214,9 @@ func pairBounds(a, b recordingSightings) bounds {
 		bToA := y.lastKind == event.KindDevTx && x.firstKind == event.KindDevRx
 		switch {
 		case aToB && !bToA:
-			bd.hi = min(bd.hi, int64(y.first-x.last)+slack)
+			bd.hi = min(bd.hi, int64(y.first-x.last))
 		case bToA && !aToB:
-			bd.lo = max(bd.lo, int64(y.last-x.first)-slack)
+			bd.lo = max(bd.lo, int64(y.last-x.first))
 		default:
 			continue // which way it went is not clear
 		}
@@ -179,21 +225,35 @@ func pairBounds(a, b recordingSightings) bounds {
 	return bd
 }
 
-// skew is the offset bounds give, and the bounds, relative to base (the
-// offset of the recording they were measured against).
+// skew is the offset bounds give, and the true offset's bounds, relative
+// to base (the offset of the recording they were measured against). The
+// offset is taken from the bounds as converted, not as widened: at a
+// widened bound, the packet that set it would arrive before it left. At
+// the one bound there is, the packet that set it takes crossingNS on the
+// wire, so that it arrives after it left in the merged order too, which
+// puts events of one time in the order of their recordings.
 func (bd bounds) skew(host string, base time.Duration) ClockSkew {
 	k := ClockSkew{Host: host, Packets: bd.packets, HasLower: bd.lo != math.MinInt64, HasUpper: bd.hi != math.MaxInt64}
-	k.Lower, k.Upper = base+time.Duration(bd.lo), base+time.Duration(bd.hi)
-	switch {
-	case k.HasLower && k.HasUpper:
+	if k.HasLower {
+		k.Lower = base + time.Duration(bd.lo-bd.slack)
+	}
+	if k.HasUpper {
+		k.Upper = base + time.Duration(bd.hi+bd.slack)
+	}
+	switch k.Placement() {
+	case Bounded:
 		k.Offset = base + time.Duration(bd.lo+(bd.hi-bd.lo)/2)
-	case k.HasUpper:
-		k.Offset = k.Upper
+	case Earliest:
+		k.Offset = base + time.Duration(bd.hi-crossingNS)
 	default:
-		k.Offset = k.Lower
+		k.Offset = base + time.Duration(bd.lo+crossingNS)
 	}
 	return k
 }
+
+// crossingNS is the time on the wire given to the quickest packet when
+// packets went one way only: the least there is.
+const crossingNS = 1
 
 // offsets places every recording against the first: through the
 // recordings it shares the most packets with, first reached first.
