@@ -41,7 +41,7 @@ $(BPF_GEN): $(BPF_SRC) internal/probe/gen.go
 generate: deps $(BPF_GEN)
 
 build: generate
-	go build -o $(BIN) ./cmd/nettrace
+	go build -buildvcs=auto -o $(BIN) ./cmd/nettrace
 	go build -o $(LAB) ./test/lab/ntlab
 
 # nettrace's container image, built offline with podman (scripts/image.sh

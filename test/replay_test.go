@@ -269,8 +269,9 @@ func requireValidIPChecksums(t *testing.T, pcapng string) {
 	}
 }
 
-// Bad input gets one line naming the file and the offset, and an exit
-// code saying whether what was replayed is partial.
+// Bad input gets one line naming the file and the offset, and exit code 3:
+// a recording cut off, corrupt or not one (what was replayed, if anything,
+// is partial).
 func TestReplayBadInput(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.ntrace")
@@ -298,10 +299,10 @@ func TestReplayBadInput(t *testing.T) {
 		code             int
 	}{
 		{"truncated", write("cut.ntrace", data[:len(data)-7]), "ends inside a record", 3},
-		{"newer version", write("newer.ntrace", newer), "offset 8: format version 9 is newer", 1},
-		{"random bytes", write("random.ntrace", []byte("random bytes, not a recording at all")), "offset 0: not a nettrace recording", 1},
-		{"tcpdump pcap", write("dump.pcap", pcap), "offset 0: this is a pcap capture", 1},
-		{"empty", write("empty.ntrace", nil), "offset 0: empty file", 1},
+		{"newer version", write("newer.ntrace", newer), "offset 8: format version 9 is newer", 3},
+		{"random bytes", write("random.ntrace", []byte("random bytes, not a recording at all")), "offset 0: not a nettrace recording", 3},
+		{"tcpdump pcap", write("dump.pcap", pcap), "offset 0: this is a pcap capture", 3},
+		{"empty", write("empty.ntrace", nil), "offset 0: empty file", 3},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(nettraceBin, "replay", tt.path)

@@ -35,17 +35,18 @@ import (
 // tracer, the watchers of namespaces and rules, the recorders, the
 // terminal. Each part that starts adds its stop to closers.
 type capture struct {
-	log      zerolog.Logger
-	f        watchFlags
-	expr     string
-	prog     *filter.Program
-	targets  []netns.Target
-	tr       *probe.Tracer
-	meta     trace.Meta
-	names    output.Names
-	rulesets ruleset.History
-	rec      *trace.Recorder
-	flight   *engine.FlightRecorder
+	log       zerolog.Logger
+	summarize func(output.Summary) // Options.Summarize
+	f         watchFlags
+	expr      string
+	prog      *filter.Program
+	targets   []netns.Target
+	tr        *probe.Tracer
+	meta      trace.Meta
+	names     output.Names
+	rulesets  ruleset.History
+	rec       *trace.Recorder
+	flight    *engine.FlightRecorder
 	// syn is the user-space part of the syn point; synJudges when it is
 	// the point's method (it judges SYNs itself).
 	syn       *synwatch.Watcher
@@ -67,10 +68,13 @@ type capture struct {
 	closers      []func()
 }
 
-func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns bool) error {
+func runCapture(log zerolog.Logger, summarize func(output.Summary), f watchFlags, expr string, explicitNetns bool) error {
 	prog, forced, err := f.check(expr)
 	if err != nil {
 		return err
+	}
+	if explicitNetns && len(f.netns) == 0 {
+		return usageError{errors.New(`--netns "": empty: want a NAME under /run/netns, a PATH, or all`)}
 	}
 	if err := requireRoot("nettrace"); err != nil {
 		return err
@@ -79,7 +83,7 @@ func runCapture(log zerolog.Logger, f watchFlags, expr string, explicitNetns boo
 	if err != nil {
 		return err
 	}
-	c := &capture{log: log, f: f, expr: expr, prog: prog, targets: targets}
+	c := &capture{log: log, summarize: summarize, f: f, expr: expr, prog: prog, targets: targets}
 	defer c.close()
 	restrict := explicitNetns && !containsString(f.netns, "all")
 	if err := c.attach(forced, restrict); err != nil {
@@ -142,6 +146,14 @@ func (f watchFlags) check(expr string) (*filter.Program, map[string]probe.Method
 	if f.ringSize < 4096 || f.ringSize&(f.ringSize-1) != 0 {
 		return nil, nil, usageError{fmt.Errorf("--ring-size %d: want a power of two of at least 4096", f.ringSize)}
 	}
+	if err := f.checkCounts(); err != nil {
+		return nil, nil, err
+	}
+	for _, spec := range f.netns {
+		if err := netns.Check(spec); err != nil {
+			return nil, nil, usageError{fmt.Errorf("--netns %q: %w", spec, err)}
+		}
+	}
 	prog, err := filter.Compile(expr)
 	if err != nil {
 		return nil, nil, usageError{err}
@@ -151,6 +163,28 @@ func (f watchFlags) check(expr string) (*filter.Program, map[string]probe.Method
 		return nil, nil, err
 	}
 	return prog, forced, nil
+}
+
+// checkCounts checks the durations and counts: none below zero, the
+// flows' bounds above it.
+func (f watchFlags) checkCounts() error {
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--duration", f.duration}, {"--flight-before", f.flight.Before}, {"--flight-after", f.flight.After}} {
+		if d.d < 0 {
+			return usageError{fmt.Errorf("%s %s: want zero or more", d.flag, d.d)}
+		}
+	}
+	for _, n := range []struct {
+		flag string
+		n    int
+	}{{"--files", f.files}, {"--keep", f.flight.Keep}} {
+		if n.n < 0 {
+			return usageError{fmt.Errorf("%s %d: want zero (all) or more", n.flag, n.n)}
+		}
+	}
+	return checkFlowFlags(f.flowIdle, f.maxFlows, f.maxPkts)
 }
 
 // close stops what started, last first.
@@ -311,7 +345,7 @@ func (c *capture) pipeline() *engine.Pipeline {
 	}
 	o := engine.Options{Format: f.format, Timelines: f.timelines, Events: f.events, Limit: f.count, FlowIdle: f.flowIdle,
 		MaxFlows: f.maxFlows, MaxPackets: f.maxPkts, Names: c.names, Recorder: c.rec, Flight: c.flight, Stdout: out, Colour: colour,
-		Rulesets: &c.rulesets, RuleTraces: c.traced, RulesChanged: c.rulesChanged, Losses: &flow.Losses{}}
+		Rulesets: &c.rulesets, RuleTraces: c.traced, RulesChanged: c.rulesChanged, Losses: &flow.Losses{}, Summarize: c.summarize}
 	if c.rules != nil {
 		o.RuleChanges = c.rules.Changes()
 	}

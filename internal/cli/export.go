@@ -2,8 +2,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -31,45 +29,73 @@ explanations, then for the packets. In Wireshark: frame.comment ==
   tshark -r incident.pcapng -Y 'frame.comment contains "drop_reason"'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := g.logger(); err != nil {
+			log, err := g.logger()
+			if err != nil {
 				return err
 			}
 			if out == "" {
 				return usageError{errors.New("export needs --pcapng OUT")}
 			}
-			// The recordings are read twice; the last reading's stream
-			// says whether they were whole.
-			var last *trace.Stream
-			var closers []func()
-			open := func() (output.EventSource, output.Names, error) {
-				s, _, closeAll, err := engine.OpenRecordings(args)
-				if err != nil {
-					return nil, output.Names{}, err
-				}
-				closers = append(closers, closeAll)
-				last = s
-				return s, engine.StreamNames(s), nil
+			if err := checkRecordingNames(args); err != nil {
+				return err
 			}
-			defer func() {
-				for _, c := range closers {
-					c()
-				}
-			}()
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-			if err != nil {
-				return fmt.Errorf("create %s: %w", out, err)
+			if err := refuseOverwrite("--pcapng", out, args); err != nil {
+				return err
 			}
-			n, err := output.ExportPcapng(open, f)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
+			files, named, done, err := readableInputs(args)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "nettrace: %d packets written to %s\n", n, out)
-			return streamErr(last)
+			defer done()
+			n, last, err := exportPcapng(files, out)
+			if err != nil {
+				return named(err)
+			}
+			log.Info().Int("packets", n).Str("file", out).Msg("exported")
+			return named(streamErr(last))
 		},
 	}
 	cmd.Flags().StringVar(&out, "pcapng", "", "the pcapng file to write (mode 0600: it holds packet headers)")
 	return cmd
+}
+
+// exportPcapng writes the recordings' packets to out, whole or not at all,
+// and returns how many it wrote and the stream that read them last, which
+// says whether they were whole. The recordings are read twice (flows and
+// their explanations first, for the rules of each NAT step, then the
+// packets); out is created once each has opened as a recording.
+func exportPcapng(files []string, out string) (int, *trace.Stream, error) {
+	var last *trace.Stream
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	open := func() (output.EventSource, output.Names, error) {
+		s, _, closeAll, err := engine.OpenRecordings(files)
+		if err != nil {
+			return nil, output.Names{}, err
+		}
+		closers = append(closers, closeAll)
+		last = s
+		return s, engine.StreamNames(s), nil
+	}
+	for _, file := range files {
+		r, err := trace.Open(file)
+		if err != nil {
+			return 0, nil, err
+		}
+		r.Close()
+	}
+	f, err := createOutput(out, 0o600)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := output.ExportPcapng(open, f)
+	if err != nil {
+		f.abort()
+		return 0, nil, err
+	}
+	return n, last, f.commit()
 }

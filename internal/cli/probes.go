@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -130,6 +131,14 @@ func parseMethods(specs []string) (map[string]probe.Method, error) {
 		p, m, ok := strings.Cut(s, "=")
 		if !ok || !valid[p] || m == "" {
 			return nil, usageError{fmt.Errorf("--method %q: want POINT=METHOD with POINT one of %s", s, strings.Join(probe.PointNames(), ", "))}
+		}
+		methods := probe.PointMethods(p)
+		if !slices.Contains(methods, probe.Method(m)) {
+			names := make([]string, len(methods))
+			for i, m := range methods {
+				names[i] = string(m)
+			}
+			return nil, usageError{fmt.Errorf("--method %q: point %s has no method %q; its methods: %s", s, p, m, strings.Join(names, ", "))}
 		}
 		out[p] = probe.Method(m)
 	}

@@ -21,23 +21,25 @@ import (
 // covers what was readable (exit code 3).
 type partialError struct{ error }
 
-// splitArgs separates the recordings (existing files) from the filter
-// words that follow them.
+// splitArgs separates the recordings from the filter words that follow
+// them. An argument is a recording when it is a file, standard input
+// ("-"), or looks like one (recordingName): a mistyped file name is then
+// reported as missing, not as a filter.
 func splitArgs(args []string) (files []string, expr string, err error) {
 	for i, a := range args {
-		if st, serr := os.Stat(a); serr == nil && !st.IsDir() {
+		if _, serr := os.Stat(a); a == stdinName || serr == nil || recordingName.MatchString(a) {
 			files = append(files, a)
 			continue
 		}
 		if len(files) == 0 {
-			return nil, "", usageError{fmt.Errorf("%s: no such recording", a)}
+			return nil, "", usageError{fmt.Errorf("%s: no such recording (name the recordings first, then the filter)", a)}
 		}
-		return files, strings.Join(args[i:], " "), nil
+		return files, strings.Join(args[i:], " "), checkRecordingNames(files)
 	}
 	if len(files) == 0 {
 		return nil, "", usageError{errors.New("name at least one recording")}
 	}
-	return files, "", nil
+	return files, "", checkRecordingNames(files)
 }
 
 // streamErr reports what cut a stream short, after its output.
@@ -68,11 +70,16 @@ flows and explanations, on any machine: no root, no BPF, any kernel. Several
 recordings (from several nodes) replay as one stream ordered by wall-clock
 time. FILTER narrows the replay as watch's filter would have.
 
+FILE - reads a recording from standard input.
+
 A recording cut off while it was written (crash, full disk) replays up to
-its last complete record; replay then says where it ends and exits with 3.`,
+its last complete record; replay then says where it ends and exits with 3.
+
+` + exitCodesHelp,
 		Example: `  nettrace replay incident.ntrace
   nettrace replay --timelines all incident.ntrace 'port 80'
-  nettrace replay node1.ntrace node2.ntrace -o json 'host 10.96.0.10'`,
+  nettrace replay node1.ntrace node2.ntrace -o json 'host 10.96.0.10'
+  ssh node1 cat /var/tmp/node.ntrace | nettrace replay -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -82,7 +89,10 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			if format != "text" && format != "json" {
 				return usageError{fmt.Errorf("-o %q: want text or json", format)}
 			}
-			files, expr, err := splitArgs(args)
+			if err := checkFlowFlags(flowIdle, maxFlows, maxPackets); err != nil {
+				return err
+			}
+			names, expr, err := splitArgs(args)
 			if err != nil {
 				return err
 			}
@@ -90,18 +100,23 @@ its last complete record; replay then says where it ends and exits with 3.`,
 			if err != nil {
 				return usageError{err}
 			}
-			s, skews, closeAll, err := engine.OpenRecordings(files)
+			files, named, done, err := readableInputs(names)
 			if err != nil {
 				return err
+			}
+			defer done()
+			s, skews, closeAll, err := engine.OpenRecordings(files)
+			if err != nil {
+				return named(err)
 			}
 			defer closeAll()
 			logSkews(log, skews)
 			o := engine.Options{Format: format, Timelines: timelines, Events: events, FlowIdle: flowIdle, MaxFlows: maxFlows, MaxPackets: maxPackets,
-				Colour: colourOn(os.Stdout), Clocks: skews}
+				Colour: colourOn(os.Stdout), Clocks: skews, Summarize: g.summarize(log)}
 			if err := engine.Replay(s, prog, o); err != nil {
-				return err
+				return named(err)
 			}
-			return streamErr(s)
+			return named(streamErr(s))
 		},
 	}
 	fl := cmd.Flags()

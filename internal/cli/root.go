@@ -12,6 +12,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/nettrace-dev/nettrace/internal/engine"
+	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
 type globalFlags struct {
@@ -21,41 +25,95 @@ type globalFlags struct {
 	memProfile string
 }
 
+// Exit codes, the same for every command (README, nettrace --help).
+const (
+	exitOK = 0
+	// exitFailure: the command could not do its work (the kernel refused
+	// a program, a file could not be written, no root).
+	exitFailure = 1
+	// exitUsage: the command line is wrong (a flag, an argument, a
+	// filter, a command); nothing was attached, read or written.
+	exitUsage = 2
+	// exitPartial: a recording was cut off or corrupt: the output covers
+	// what of it was readable.
+	exitPartial = 3
+)
+
+const exitCodesHelp = `Exit codes: 0 done; 1 failed (the kernel refused, a file could not be
+written, a recording could not be read); 2 the command line is wrong
+(nothing was attached, read or written); 3 a recording is cut off or
+corrupt (the output covers what was readable).`
+
 // Main runs the command line and returns the process exit code.
 func Main(args []string) int {
 	var g globalFlags
+	// ran says the command line was parsed and the command began: an
+	// error before is cobra's word on the command line (exit 2).
+	ran := false
 	root := &cobra.Command{
 		Use:   "nettrace",
 		Short: "Trace what the kernel does to your packets: NAT, routing, vxlan, listeners, drops",
 		Long: `nettrace attaches eBPF programs where the kernel translates, re-routes,
 encapsulates, queues and drops packets, and reports each step of the packets
-you select with a pcap-style filter, across network namespaces.`,
+you select with a pcap-style filter, across network namespaces.
+
+` + exitCodesHelp,
+		Version:       nettraceVersion,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate(versionText())
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "diagnostics level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "console", "diagnostics format on stderr: console or json")
 	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) here")
 	root.PersistentFlags().StringVar(&g.memProfile, "memprofile", "", "write a heap profile (pprof) here at exit")
 	root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentFlags().MarkHidden("memprofile")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return g.startProfiles() }
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		ran = true
+		return g.startProfiles()
+	}
 	defer g.stopProfiles()
 	root.AddCommand(newProbesCommand(&g), newWatchCommand(&g), newRecordCommand(&g), newReplayCommand(&g), newExportCommand(&g))
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "nettrace: %s\n", oneLine(err))
-		var ue usageError
-		var pe partialError
-		switch {
-		case errors.As(err, &ue):
-			return 2
-		case errors.As(err, &pe):
-			return 3
-		}
-		return 1
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
 	}
-	return 0
+	code := exitCode(err, ran)
+	msg := oneLine(err)
+	if !ran {
+		// cobra's own words, its suggestions on their lines as it prints
+		// them, and where the usage is.
+		msg = strings.TrimSpace(err.Error()) + "\nRun '" + cmd.CommandPath() + " --help' for usage."
+	}
+	g.reportError(msg, code)
+	return code
+}
+
+// exitCode is the exit code of a command that failed with err; ran says
+// whether the command began (past cobra's parsing of the command line).
+func exitCode(err error, ran bool) int {
+	var ue usageError
+	var pe partialError
+	var te *trace.Error
+	switch {
+	case !ran || errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &pe), errors.As(err, &te):
+		return exitPartial
+	}
+	return exitFailure
+}
+
+// reportError says why the command failed, in the diagnostics' format.
+func (g *globalFlags) reportError(msg string, code int) {
+	if g.logFormat == "json" {
+		l := zerolog.New(os.Stderr).With().Timestamp().Logger()
+		l.Error().Int("exit_code", code).Msg(msg)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "nettrace: %s\n", msg)
 }
 
 // usageError marks a mistake in the command line (exit code 2).
@@ -80,6 +138,15 @@ func (g *globalFlags) logger() (zerolog.Logger, error) {
 		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want console or json", g.logFormat)}
 	}
 	return l.Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// summarize says a run's summary in the diagnostics' format: text lines,
+// or one JSON record holding the summary as -o json writes it.
+func (g *globalFlags) summarize(log zerolog.Logger) func(output.Summary) {
+	if g.logFormat != "json" {
+		return nil
+	}
+	return func(s output.Summary) { log.Info().RawJSON("summary", engine.SummaryJSON(s)).Msg("summary") }
 }
 
 func requireRoot(what string) error {

@@ -122,7 +122,7 @@ changes. Without --rules nothing in any ruleset changes at all.`,
 			if err != nil {
 				return err
 			}
-			return runCapture(log, f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
+			return runCapture(log, g.summarize(log), f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
 		},
 	}
 	fl := cmd.Flags()
@@ -180,12 +180,26 @@ nothing.`,
 				return usageError{errors.New("record needs -w FILE, or --flight DIR")}
 			}
 			f.format = "none"
-			return runCapture(log, f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
+			return runCapture(log, g.summarize(log), f, strings.Join(args, " "), cmd.Flags().Changed("netns"))
 		},
 	}
 	captureFlags(cmd.Flags(), &f)
 	f.flowIdle, f.maxFlows, f.maxPkts = flow.DefaultConfig.Idle, flow.DefaultConfig.MaxFlows, flow.DefaultConfig.MaxPackets
 	return cmd
+}
+
+// checkFlowFlags checks the flags that bound flows, of every command that
+// shows them.
+func checkFlowFlags(idle time.Duration, maxFlows, maxPackets int) error {
+	switch {
+	case idle <= 0:
+		return usageError{fmt.Errorf("--flow-timeout %s: want a duration above zero, such as 5s", idle)}
+	case maxFlows < 1:
+		return usageError{fmt.Errorf("--max-flows %d: want at least 1", maxFlows)}
+	case maxPackets < 1:
+		return usageError{fmt.Errorf("--max-packets %d: want at least 1", maxPackets)}
+	}
+	return nil
 }
 
 // tracedBacklog bounds the trace steps waiting to be recorded: past it
@@ -195,9 +209,6 @@ const tracedBacklog = 1 << 14
 
 // defaultSnapLen holds IP, TCP/UDP, vxlan and the inner headers.
 const defaultSnapLen = 128
-
-// nettraceVersion goes into recordings.
-const nettraceVersion = "0.1.0-dev"
 
 // flightMemory bounds the events the flight recorder holds.
 const flightMemory = 512 << 20

@@ -178,7 +178,6 @@ func (f *FlightRecorder) dump(d flightDump) {
 	files := <-f.writing
 	go func() {
 		if err := f.write(path, evs, rs); err != nil {
-			os.Remove(path)
 			f.problem(err)
 		} else {
 			files = append(files, path)
@@ -191,22 +190,40 @@ func (f *FlightRecorder) dump(d flightDump) {
 	}()
 }
 
+// write writes a window's file whole: to a file beside it, renamed into
+// place once complete, so that DIR only ever holds whole windows (a reader
+// of DIR, a full disk, a kill midway).
 func (f *FlightRecorder) write(path string, evs [][]byte, rs []ruleset.Snapshot) error {
+	partial := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".partial")
+	err := f.writeWindow(partial, evs, rs)
+	if err == nil {
+		err = os.Rename(partial, path)
+	}
+	if err != nil {
+		os.Remove(partial)
+	}
+	return err
+}
+
+func (f *FlightRecorder) writeWindow(path string, evs [][]byte, rs []ruleset.Snapshot) error {
 	w, err := trace.Create(path, f.meta, f.names)
 	if err != nil {
 		return err
 	}
 	for _, s := range rs {
 		if err := w.Ruleset(s); err != nil {
+			w.Close(trace.Summary{})
 			return err
 		}
 	}
 	var e event.Event
 	for _, rec := range evs {
 		if err := event.Decode(rec, &e); err != nil {
+			w.Close(trace.Summary{})
 			return err
 		}
 		if err := w.Event(&e); err != nil {
+			w.Close(trace.Summary{})
 			return err
 		}
 	}

@@ -90,8 +90,9 @@ type Pipeline struct {
 	// lossesRecorded is when a loss record last went to the recording.
 	lossesRecorded time.Time
 	// buffered holds what is written as events come, until flushOut.
-	buffered *bufio.Writer
-	clocks   []trace.ClockSkew
+	buffered  *bufio.Writer
+	clocks    []trace.ClockSkew
+	summarize func(output.Summary)
 }
 
 // outBuffer is how much output is held between flushes: about a tick's
@@ -178,6 +179,9 @@ type Options struct {
 	// clocks were placed as Clocks say (the summary says it again).
 	CrossHost bool
 	Clocks    []trace.ClockSkew
+	// Summarize is given the run's summary at its end, to say it in the
+	// diagnostics' format; nil writes it to stderr as text.
+	Summarize func(output.Summary)
 }
 
 // endedBacklog bounds the flows waiting to be explained, and again to be
@@ -194,7 +198,10 @@ const maxKeptText = 64 << 10
 func New(o Options) *Pipeline {
 	p := &Pipeline{names: o.Names, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
 		findings: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
-		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses, clocks: o.Clocks}
+		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses, clocks: o.Clocks, summarize: o.Summarize}
+	if p.summarize == nil {
+		p.summarize = func(s output.Summary) { output.WriteSummary(os.Stderr, s) }
+	}
 	if p.out == nil {
 		p.out = os.Stdout
 	}
@@ -613,15 +620,13 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	}
 	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete,
 		Clocks: p.clocks}
-	output.WriteSummary(os.Stderr, sum)
+	p.summarize(sum)
 	switch {
 	case p.jw != nil:
 		p.fail(p.jw.Raw(summaryJSON(sum)))
 		p.fail(p.jw.Close())
 	case p.jsonOut:
-		// Marshal cannot fail on a summary: plain values and maps of them.
-		line, _ := json.Marshal(summaryJSON(sum))
-		p.write(append(line, '\n'))
+		p.write(append(SummaryJSON(sum), '\n'))
 		p.fail(p.showErr)
 	}
 	p.flushOut()
@@ -697,6 +702,14 @@ type jsonClock struct {
 	Placement string   `json:"placement"`
 	AtLeastMS *float64 `json:"at_least_ms,omitempty"`
 	AtMostMS  *float64 `json:"at_most_ms,omitempty"`
+}
+
+// SummaryJSON is the summary as the JSON output's last line has it, for
+// diagnostics in JSON (docs/events.md).
+func SummaryJSON(s output.Summary) []byte {
+	// Marshal cannot fail on a summary: plain values and maps of them.
+	b, _ := json.Marshal(summaryJSON(s))
+	return b
 }
 
 func summaryJSON(s output.Summary) jsonSummary {

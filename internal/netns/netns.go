@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // RunDir is where iproute2 and CNI plugins bind-mount named namespaces.
@@ -136,6 +137,43 @@ func pidOf(name string) int {
 	return pid
 }
 
+// specPath is where a namespace named by NAME or PATH is.
+func specPath(spec string) string {
+	if !strings.Contains(spec, "/") {
+		return filepath.Join(RunDir, spec)
+	}
+	return spec
+}
+
+// nsfsMagic is the file system type of a namespace's file (NSFS_MAGIC),
+// as /proc/PID/ns/net and its bind mounts under /run/netns are.
+const nsfsMagic = 0x6e736673
+
+// Check says whether a --netns word names a network namespace (self,
+// named, all, a NAME under RunDir, or a PATH to a namespace's file),
+// without entering it: an empty word, a missing name and a file that is
+// no namespace are refused.
+func Check(spec string) error {
+	switch spec {
+	case "self", "named", "all":
+		return nil
+	case "":
+		return fmt.Errorf("empty: want a NAME under %s, a PATH, or all", RunDir)
+	}
+	p := specPath(spec)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(p, &fs); err != nil {
+		if os.IsNotExist(err) {
+			return fmt.Errorf("no such namespace (%s does not exist)", p)
+		}
+		return err
+	}
+	if fs.Type != nsfsMagic {
+		return fmt.Errorf("%s is not a network namespace (want a NAME under %s, /proc/PID/ns/net, or a bind mount of one)", p, RunDir)
+	}
+	return nil
+}
+
 // Resolve turns --netns values into namespaces, deduplicated by inode. No
 // value means the current namespace and every named one; "all" adds every
 // namespace a process is in; anything else is a name under RunDir or a path.
@@ -159,10 +197,10 @@ func Resolve(specs []string) ([]Target, error) {
 			found = append(found, Named()...)
 			found = append(found, processes(func(uint32) bool { return true })...)
 		default:
-			p := s
-			if !strings.Contains(s, "/") {
-				p = filepath.Join(RunDir, s)
+			if err := Check(s); err != nil {
+				return nil, fmt.Errorf("network namespace %q: %w", s, err)
 			}
+			p := specPath(s)
 			ino, err := inode(p)
 			if err != nil {
 				return nil, fmt.Errorf("network namespace %q: %w", s, err)

@@ -157,6 +157,22 @@ func PointNames() []string {
 	return names
 }
 
+// PointMethods lists a point's methods, preferred first; nil for a point
+// that does not exist.
+func PointMethods(point string) []Method {
+	for _, p := range points {
+		if p.name != point {
+			continue
+		}
+		methods := make([]Method, len(p.methods))
+		for i, m := range p.methods {
+			methods[i] = m.method
+		}
+		return methods
+	}
+	return nil
+}
+
 // ProgramNames lists the kernel-visible names of every nettrace program
 // (the kernel keeps 15 characters), so that leftovers can be recognised.
 func ProgramNames() []string {

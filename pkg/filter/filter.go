@@ -102,7 +102,7 @@ func Compile(expr string) (*Program, error) {
 	}
 	n.emit(&p.Insns)
 	if len(p.Insns) > MaxInsns {
-		return nil, fmt.Errorf("filter %q is too long: %d instructions, the kernel evaluates at most %d", expr, len(p.Insns), MaxInsns)
+		return nil, fmt.Errorf("filter is too long for the kernel: %d instructions, at most %d (each host, net, port or protocol is one, each and, or and not one more): use a net for several hosts, a portrange for several ports", len(p.Insns), MaxInsns)
 	}
 	return p, nil
 }

@@ -115,13 +115,27 @@ func TestCompileErrors(t *testing.T) {
 		{"portrange 9-1", "portrange needs LOW-HIGH"},
 		{"net 10.0.0.0/40", "net needs a CIDR"},
 		{"net fd00:: mask ffff::", "net with a mask needs an IPv4 network"},
-		{"tcp & udp", `unexpected '&'`},
-		{strings.Repeat("port 1 or ", 40) + "port 2", "too long"},
+		// What pcap-filter has and this filter does not: named as such.
+		{"tcp & udp", `position 5: bitwise operators (&, |) are not supported yet`},
+		{"tcp[tcpflags] & tcp-syn != 0", "position 4: byte-offset expressions such as tcp[13] or tcp[tcpflags] are not supported yet"},
+		{"ether host 00:11:22:33:44:55", "link-layer filters (ether, vlan, mpls, arp) are not supported yet"},
+		{"greater 100", "packet lengths (len, greater, less) are not supported yet"},
+		{"tcp and proto 47", "protocols by number (proto N) are not supported yet"},
+		// Host bits and masks checked as tcpdump checks them.
+		{"net 10.0.0.1/8", "net 10.0.0.1/8 has host bits set: the network is 10.0.0.0/8 (or, for one host, host 10.0.0.1)"},
+		{"net fd00::1/64", "has host bits set: the network is fd00::/64"},
+		{"net 10.0.0.0 mask 255.0.255.0", "mask 255.0.255.0 is not contiguous"},
+		{"net 10.1.0.0 mask 255.0.0.0", "net 10.1.0.0 mask 255.0.0.0 has host bits set: the network is 10.0.0.0"},
+		// The limit named, and the filter not echoed back.
+		{strings.Repeat("port 1 or ", 40) + "port 2", "too long for the kernel: 81 instructions, at most 64"},
 	}
 	for _, tt := range tests {
 		_, err := Compile(tt.expr)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Compile(%q) = %v, want error containing %q", tt.expr, err, tt.want)
+		}
+		if err != nil && len(tt.expr) > 40 && strings.Contains(err.Error(), tt.expr[:40]) {
+			t.Errorf("Compile(%q) = %v: the error repeats the filter", tt.expr, err)
 		}
 	}
 }

@@ -15,7 +15,30 @@ type token struct {
 	pos  int
 }
 
+// unsupported are what pcap-filter has and nettrace's filter does not
+// yet: named, so that an error says what is missing rather than where
+// parsing stopped.
+var unsupported = map[string]string{
+	"[": "byte-offset expressions such as tcp[13] or tcp[tcpflags]", "&": "bitwise operators (&, |)",
+	"ether": "link-layer filters (ether, vlan, mpls, arp)", "vlan": "link-layer filters (ether, vlan, mpls, arp)",
+	"mpls": "link-layer filters (ether, vlan, mpls, arp)", "arp": "link-layer filters (ether, vlan, mpls, arp)",
+	"rarp": "link-layer filters (ether, vlan, mpls, arp)", "len": "packet lengths (len, greater, less)",
+	"greater": "packet lengths (len, greater, less)", "less": "packet lengths (len, greater, less)",
+	"broadcast": "broadcast and multicast", "multicast": "broadcast and multicast", "gateway": "gateway",
+	"proto": "protocols by number (proto N)", "sctp": "SCTP", "inbound": "directions of a device (inbound, outbound)",
+	"outbound": "directions of a device (inbound, outbound)",
+}
+
+// unsupportedError says which pcap-filter feature a filter uses that
+// nettrace's does not support, and what it does support.
+func unsupportedError(pos int, what string) error {
+	return fmt.Errorf("filter: position %d: %s are not supported yet; the filter takes host, net, port, portrange, src/dst, tcp, udp, icmp, icmp6, ip, ip6, and/or/not and parentheses", pos+1, what)
+}
+
 func tokenize(s string) ([]token, error) {
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		return nil, unsupportedError(i, unsupported["["])
+	}
 	var toks []token
 	for i := 0; i < len(s); {
 		c := rune(s[i])
@@ -33,8 +56,8 @@ func tokenize(s string) ([]token, error) {
 			for j < len(s) && !unicode.IsSpace(rune(s[j])) && !strings.ContainsRune("()!&|", rune(s[j])) {
 				j++
 			}
-			if j == i {
-				return nil, fmt.Errorf("filter: position %d: unexpected %q", i+1, s[i])
+			if j == i { // a lone & or |
+				return nil, unsupportedError(i, unsupported["&"])
 			}
 			toks = append(toks, token{strings.ToLower(s[i:j]), i})
 			i = j
@@ -194,6 +217,8 @@ func (p *parser) parsePrimary() (node, error) {
 		q = *p.last // a bare value repeats the previous primitive's qualifiers
 	} else if q.dir != "" {
 		q.kind = "host" // "src 10.0.0.1" as in pcap
+	} else if what, ok := unsupported[p.peek().text]; ok {
+		return nil, unsupportedError(p.peek().pos, what)
 	} else {
 		return nil, p.errorf("expected host, net, port, portrange, tcp, udp, icmp, icmp6, ip, ip6, not or (, got %q", p.peek().text)
 	}
@@ -265,6 +290,12 @@ func (p *parser) network(tok token) (netip.Prefix, error) {
 			p.i--
 			return netip.Prefix{}, p.errorf("net needs a CIDR (10.0.0.0/8, fd00::/8), got %q", tok.text)
 		}
+		if pfx.Masked() != pfx {
+			// As tcpdump: a host's address with a prefix length is a
+			// mistake (a host meant, or another network).
+			p.i--
+			return netip.Prefix{}, p.errorf("net %s has host bits set: the network is %s (or, for one host, host %s)", tok.text, pfx.Masked(), pfx.Addr())
+		}
 		return pfx, nil
 	}
 	a, err := netip.ParseAddr(tok.text)
@@ -289,15 +320,26 @@ func (p *parser) network(tok token) (netip.Prefix, error) {
 		p.i--
 		return netip.Prefix{}, p.errorf("mask needs an IPv4 netmask, got %q", mt.text)
 	}
-	mb := m.As4()
-	bits := 0
-	for _, b := range mb {
-		for i := 7; i >= 0; i-- {
-			if b&(1<<i) == 0 {
-				return netip.PrefixFrom(a, bits), nil
-			}
-			bits++
-		}
+	bits, ok := maskBits(m.As4())
+	if !ok {
+		p.i--
+		return netip.Prefix{}, p.errorf("mask %s is not contiguous (its one bits must come first, as in 255.255.0.0)", mt.text)
+	}
+	if pfx := netip.PrefixFrom(a, bits); pfx.Masked() != pfx {
+		p.i -= 3
+		return netip.Prefix{}, p.errorf("net %s mask %s has host bits set: the network is %s", a, mt.text, pfx.Masked().Addr())
 	}
 	return netip.PrefixFrom(a, bits), nil
+}
+
+// maskBits is a netmask's prefix length; false when its one bits do not
+// all come before its zero bits.
+func maskBits(m [4]byte) (int, bool) {
+	v := uint32(m[0])<<24 | uint32(m[1])<<16 | uint32(m[2])<<8 | uint32(m[3])
+	bits := 0
+	for v&(1<<31) != 0 {
+		v <<= 1
+		bits++
+	}
+	return bits, v == 0
 }
