@@ -20,5 +20,8 @@ if [ -d "$cache" ]; then
 	cp -n "$cache"/* "$keep"/ 2>/dev/null || true
 fi
 echo "fuzz: $(ls "$keep" | wc -l) corpus entries kept in $keep"
+# The whole replay of a recording (reader, correlator, rules, text) within
+# a bound of memory for the file's size (about 20 s).
+go test -run '^$' -fuzz '^FuzzReplay$' -fuzztime "${REPLAY_EXECS:-30000x}" ./internal/engine
 go test -run '^$' -fuzz '^FuzzInterleavedConnectionsNeverShareAFlow$' -fuzztime "$FLOW_EXECS" ./pkg/flow
 go test -run '^$' -fuzz '^FuzzKernelHops$' -fuzztime "${HOPS_EXECS:-200000x}" ./pkg/event

@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
@@ -310,4 +312,116 @@ func TestBadInputFilters(t *testing.T) {
 		{"a byte offset", []string{"replay", "good.ntrace", "tcp[tcpflags] & tcp-syn != 0"}, exitUsage, "byte-offset expressions such as tcp[13] or tcp[tcpflags] are not supported yet"},
 		{"watch's filter too", []string{"watch", "ether host 00:11:22:33:44:55"}, exitUsage, "link-layer filters (ether, vlan, mpls, arp) are not supported yet"},
 	})
+}
+
+// recordSplit records incident 1's connection ten times over into parts
+// of about 2 kB (the recorder's -C), and returns the parts in order.
+func recordSplit(t *testing.T, path string) []string {
+	t.Helper()
+	meta := trace.Meta{Nettrace: "test", Host: "node1", MonoNS: 1, WallNS: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC).UnixNano()}
+	rec, err := trace.NewRecorder(path, meta, fixture.Context{}, trace.RecordOptions{FileBytes: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range 10 {
+		for _, e := range fixture.SNATMissing(false) {
+			fixture.Repeat(&e, c, 10_000_000_000)
+			rec.Event(&e)
+		}
+		rec.Flush()
+	}
+	st, err := rec.Close(trace.Summary{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Files) < 4 {
+		t.Fatalf("the run split into %d parts, want 4 or more", len(st.Files))
+	}
+	return st.Files
+}
+
+// Split runs are checked: each part once, and a part missing between
+// the parts given named; two runs given together stay two.
+func TestBadInputSplitRuns(t *testing.T) {
+	dir := t.TempDir()
+	parts := recordSplit(t, filepath.Join(dir, "node.ntrace"))
+	for i := range parts {
+		parts[i] = filepath.Base(parts[i])
+	}
+	whole := nettrace(t, dir, nil, append([]string{"replay", "-o", "json"}, parts...)...)
+	if whole.code != exitOK || strings.Count(whole.stdout, `"rule":"snat-missing-on-tunnel"`) != 10 {
+		t.Fatalf("replay of the %d parts: exit %d, %d findings, want 10:\n%s", len(parts), whole.code, strings.Count(whole.stdout, `"rule":"snat-missing-on-tunnel"`), whole.stderr)
+	}
+	twice := nettrace(t, dir, nil, "replay", parts[0], parts[1], parts[1])
+	if twice.code != exitUsage || !strings.Contains(twice.firstLine(), "the same part of a recording given twice: "+parts[1]+" and "+parts[1]+" are both part 2") {
+		t.Errorf("replay with part 2 twice: exit %d, %q", twice.code, twice.firstLine())
+	}
+	copied := filepath.Join(dir, "copy.ntrace")
+	b, _ := os.ReadFile(filepath.Join(dir, parts[0]))
+	os.WriteFile(copied, b, 0o600)
+	if r := nettrace(t, dir, nil, "export", "--pcapng", "x.pcapng", parts[0], "copy.ntrace"); r.code != exitUsage || !strings.Contains(r.firstLine(), "both part 1") {
+		t.Errorf("export with part 1 and its copy: exit %d, %q", r.code, r.firstLine())
+	}
+	gap := nettrace(t, dir, nil, "replay", parts[0], parts[2])
+	if gap.code != exitOK || !strings.Contains(gap.stderr, "part 2 is missing of run") || !strings.Contains(gap.stderr, "between "+parts[0]+" and "+parts[2]) {
+		t.Errorf("replay with part 2 missing: exit %d, %s", gap.code, gap.stderr)
+	}
+	// The oldest parts removed (as -W does) are no gap.
+	if newest := nettrace(t, dir, nil, "replay", parts[2], parts[3]); newest.code != exitOK || strings.Contains(newest.stderr, "missing of run") {
+		t.Errorf("replay of the newest parts: exit %d, %s", newest.code, newest.stderr)
+	}
+	// Another run of the same host: two recordings, each whole.
+	other := recordSplit(t, filepath.Join(dir, "again.ntrace"))
+	if r := nettrace(t, dir, nil, "replay", "-o", "json", parts[0], filepath.Base(other[0])); r.code != exitOK || strings.Contains(r.stderr, "twice") {
+		t.Errorf("replay of two runs' first parts: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// A recording can not take the machine's memory: one whose rulesets
+// inflate past what a recording may make nettrace hold (three of 64 MiB
+// in under a megabyte) replays up to the record that would pass it,
+// named, and exits 3.
+func TestBadInputMemoryBound(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "inflating.ntrace")
+	w, err := trace.Create(path, trace.Meta{Nettrace: "test", MonoNS: 1, WallNS: 1}, fixture.Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("-A KUBE-SERVICES -j RETURN\n", (64<<20)/27)
+	for i := range 3 {
+		if err := w.Ruleset(ruleset.Snapshot{Netns: uint32(i + 1), Text: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range fixture.SNATMissing(false) {
+		w.Event(&e)
+	}
+	if err := w.Close(trace.Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	r := nettrace(t, dir, nil, "replay", "inflating.ntrace")
+	if r.code != exitPartial || !strings.Contains(r.stderr, "inflating.ntrace: offset ") || !strings.Contains(r.stderr, "ruleset record: it would pass the 128 MiB a recording may make nettrace hold") {
+		t.Errorf("replay of rulesets past the budget: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// The exit codes are one table: the README's and --help's say the same.
+func TestExitCodesDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []int{exitOK, exitFailure, exitUsage, exitPartial} {
+		if !strings.Contains(string(readme), "\n| "+strconv.Itoa(code)+" | ") {
+			t.Errorf("the README's exit code table has no row for %d", code)
+		}
+		if !strings.Contains(exitCodesHelp, " "+strconv.Itoa(code)+" ") {
+			t.Errorf("--help's exit codes say nothing of %d", code)
+		}
+	}
+	r := nettrace(t, t.TempDir(), nil, "replay", "--help")
+	if !strings.Contains(r.stdout, "Exit codes: 0 done") {
+		t.Errorf("replay --help has no exit codes:\n%s", r.stdout)
+	}
 }

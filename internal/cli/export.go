@@ -51,6 +51,7 @@ explanations, then for the packets. In Wireshark: frame.comment ==
 			if err != nil {
 				return named(err)
 			}
+			logGaps(log, last, named)
 			log.Info().Int("packets", n).Str("file", out).Msg("exported")
 			return named(streamErr(last))
 		},

@@ -110,6 +110,7 @@ its last complete record; replay then says where it ends and exits with 3.
 				return named(err)
 			}
 			defer closeAll()
+			logGaps(log, s, named)
 			logSkews(log, skews)
 			o := engine.Options{Format: format, Timelines: timelines, Events: events, FlowIdle: flowIdle, MaxFlows: maxFlows, MaxPackets: maxPackets,
 				Colour: colourOn(os.Stdout), Clocks: skews, Summarize: g.summarize(log)}
@@ -127,6 +128,14 @@ its last complete record; replay then says where it ends and exits with 3.
 	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	fl.IntVar(&maxPackets, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd
+}
+
+// logGaps warns of the parts missing between the parts of a split
+// recording given: the flows open across a gap lack what it held.
+func logGaps(log zerolog.Logger, s *trace.Stream, named func(error) error) {
+	for _, g := range s.Gaps() {
+		log.Warn().Msg(named(errors.New(g)).Error() + ": the flows open then lack what those parts held")
+	}
 }
 
 // logSkews says how each recording's clock was placed against the first's,

@@ -98,7 +98,7 @@ func exitCode(err error, ran bool) int {
 	var pe partialError
 	var te *trace.Error
 	switch {
-	case !ran || errors.As(err, &ue):
+	case !ran || errors.As(err, &ue), errors.Is(err, trace.ErrPartTwice):
 		return exitUsage
 	case errors.As(err, &pe), errors.As(err, &te):
 		return exitPartial

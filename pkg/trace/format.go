@@ -71,6 +71,10 @@ const (
 	recPods      = 9
 )
 
+// recordNames name the record types in errors.
+var recordNames = map[byte]string{recMeta: "description", recNetns: "namespace", recSymbol: "symbol", recEvent: "event",
+	recSummary: "summary", recRuleset: "ruleset", recRuleTrace: "rule trace", recLoss: "loss", recPods: "pod address"}
+
 // maxRecord bounds a record's length: a longer one is corruption. A
 // ruleset record may be longer (a large cluster's deflated ruleset), up to
 // maxRulesetRecord.

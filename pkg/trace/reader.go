@@ -48,6 +48,29 @@ type Reader struct {
 	rec     []byte
 	records uint64
 	version uint16
+	// held is what the recording's records made the reader keep (ruleset
+	// texts inflated, names, pods, rule traces), within MaxHeld.
+	held int64
+}
+
+// MaxHeld is the budget of what one recording may make a reader keep in
+// memory: its rulesets' texts as inflated, namespace and symbol names,
+// pod addresses and rule traces, in bytes. A parsed ruleset takes about
+// ten times its text, so a recording at the budget takes about 1.3 GB. A
+// record that would pass it ends the recording there, an *Error that
+// names it: a file of a few hundred kilobytes can inflate to gigabytes.
+const MaxHeld = 128 << 20
+
+// errOverBudget is a record that would pass MaxHeld.
+var errOverBudget = fmt.Errorf("it would pass the %d MiB a recording may make nettrace hold (rulesets, names, pods, rule traces): a recording this large is not read further; the events before it were", MaxHeld>>20)
+
+// hold counts n bytes kept for a record, or refuses them past MaxHeld.
+func (r *Reader) hold(n int) error {
+	if r.held+int64(n) > MaxHeld {
+		return errOverBudget
+	}
+	r.held += int64(n)
+	return nil
 }
 
 // Open opens a recording and reads its header and meta record.
@@ -192,6 +215,12 @@ func (r *Reader) Next(e *event.Event) error {
 			return r.errorf(start, "records after the closing summary: the recording is corrupt")
 		}
 		switch typ {
+		case recNetns, recSymbol, recPods, recRuleTrace:
+			if err := r.hold(len(payload)); err != nil {
+				return r.errorf(start, "%s record: %v", recordNames[typ], err)
+			}
+		}
+		switch typ {
 		case recNetns:
 			if len(payload) < 4 {
 				return r.errorf(start, "namespace record too short")
@@ -215,7 +244,10 @@ func (r *Reader) Next(e *event.Event) error {
 			r.pods, r.podGen = pods, r.podGen+1
 			r.names.Unlock()
 		case recRuleset:
-			snap, err := decodeRuleset(payload, r.version)
+			snap, err := decodeRuleset(payload, r.version, MaxHeld-r.held)
+			if err == nil {
+				err = r.hold(len(snap.Text) + len(snap.Text6) + len(snap.Native))
+			}
 			if err != nil {
 				return r.errorf(start, "ruleset record: %v", err)
 			}

@@ -19,8 +19,6 @@ import (
 // tables, ip6tables-save's. Version 3 records hold the iptables-save text
 // alone, after the time; versions 4 and 5 the first two.
 
-// maxRulesetText bounds a ruleset's inflated text.
-const maxRulesetText = 256 << 20
 
 func encodeRuleset(s ruleset.Snapshot) ([]byte, error) {
 	var b bytes.Buffer
@@ -54,18 +52,22 @@ func deflate(w io.Writer, text string) error {
 	return zw.Close()
 }
 
-func inflate(p []byte) (string, error) {
-	text, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(p)), maxRulesetText+1))
+// inflate inflates a text of at most limit bytes: past it, errOverBudget
+// (a few hundred bytes of a file can inflate to megabytes).
+func inflate(p []byte, limit int64) (string, error) {
+	text, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(p)), limit+1))
 	if err != nil {
 		return "", err
 	}
-	if len(text) > maxRulesetText {
-		return "", errors.New("text too long")
+	if int64(len(text)) > limit {
+		return "", errOverBudget
 	}
 	return string(text), nil
 }
 
-func decodeRuleset(p []byte, version uint16) (ruleset.Snapshot, error) {
+// decodeRuleset decodes a ruleset record whose texts may inflate to at
+// most limit bytes together.
+func decodeRuleset(p []byte, version uint16, limit int64) (ruleset.Snapshot, error) {
 	if len(p) < 12 {
 		return ruleset.Snapshot{}, errors.New("too short")
 	}
@@ -89,10 +91,11 @@ func decodeRuleset(p []byte, version uint16) (ruleset.Snapshot, error) {
 			n := 4 + int(binary.LittleEndian.Uint32(rest))
 			section, rest = rest[4:n], rest[n:]
 		}
-		text, err := inflate(section)
+		text, err := inflate(section, limit)
 		if err != nil {
 			return ruleset.Snapshot{}, err
 		}
+		limit -= int64(len(text))
 		out[i] = text
 	}
 	return ruleset.NewSnapshot(netns, at, out[0], out[2], out[1]), nil

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"io"
 	"net/netip"
 	"path/filepath"
@@ -125,5 +126,47 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 	}
 	if got := target(s.Ruleset(ns, at(6_000))); got != "RETURN" {
 		t.Errorf("stream, after the change: %s", got)
+	}
+}
+
+// A recording whose rulesets inflate past what a recording may make
+// nettrace hold (four records of 64 MiB each, a few hundred kilobytes on
+// disk) is read up to the record that passes it: the error names that
+// record and the budget, and the events before it were read.
+func TestRulesetsPastTheBudgetEndTheRecording(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bomb.ntrace")
+	w, err := Create(path, Meta{Nettrace: "test"}, fixture.Context{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("-A KUBE-SERVICES -j RETURN\n", (64<<20)/27)
+	var e event.Event
+	for i := range 4 {
+		e = fixture.SNATMissing(false)[0]
+		if err := w.Event(&e); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Ruleset(ruleset.Snapshot{Netns: uint32(i + 1), Time: uint64(i), Text: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(Summary{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	events := 0
+	for err = r.Next(&e); err == nil; err = r.Next(&e) {
+		events++
+	}
+	var te *Error
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "ruleset record: it would pass the 128 MiB") || events != 2 {
+		t.Fatalf("read %d events, then %v; want 2, then the second ruleset record refused (the first took half the budget)", events, err)
+	}
+	if r.held > MaxHeld {
+		t.Fatalf("the reader holds %d bytes, over the budget's %d", r.held, MaxHeld)
 	}
 }

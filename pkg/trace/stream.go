@@ -79,6 +79,41 @@ type podSnapshot struct {
 	addrs map[netip.Addr]string
 }
 
+// ErrPartTwice is one part of a run given twice (the same file, or a copy
+// of it): its packets would replay twice, and change the findings.
+var ErrPartTwice = errors.New("the same part of a recording given twice")
+
+// checkParts refuses a part given twice; the parts are sorted.
+func (s source) checkParts() error {
+	for i := 1; i < len(s); i++ {
+		if s[i].Meta.Part == s[i-1].Meta.Part {
+			return fmt.Errorf("%w: %s and %s are both part %d of run %s of %s; give each once", ErrPartTwice, s[i-1].File, s[i].File, s[i].Meta.Part, s[i].Meta.Run, s.meta().Host)
+		}
+	}
+	return nil
+}
+
+// Gaps names the parts missing between the parts given of each split
+// recording: their flows lack what those parts held. The oldest parts
+// missing (removed as -W keeps the newest) are no gap.
+func (s *Stream) Gaps() []string {
+	var gaps []string
+	for _, src := range s.sources {
+		for i := 1; i < len(src); i++ {
+			a, b := src[i-1].Meta.Part, src[i].Meta.Part
+			missing := fmt.Sprintf("parts %d to %d are", a+1, b-1)
+			switch {
+			case b <= a+1:
+				continue
+			case b == a+2:
+				missing = fmt.Sprintf("part %d is", a+1)
+			}
+			gaps = append(gaps, fmt.Sprintf("%s missing of run %s of %s, between %s and %s", missing, src[i].Meta.Run, src.meta().Host, src[i-1].File, src[i].File))
+		}
+	}
+	return gaps
+}
+
 // source is one recording: a file, or the parts of a split one. Each part
 // carries the names and rulesets its own events need, so a name is looked
 // for in every part, newest first.
@@ -159,6 +194,9 @@ func newStream(readers []*Reader, id func(*event.Event) (uint64, bool)) (*Stream
 	}
 	for _, src := range s.sources {
 		sort.Slice(src, func(a, b int) bool { return src[a].Meta.Part < src[b].Meta.Part })
+		if err := src.checkParts(); err != nil {
+			return nil, nil, err
+		}
 	}
 	s.multi = len(s.sources) > 1
 	s.counted = make([]uint64, len(s.sources))
