@@ -19,7 +19,6 @@ import (
 // tables, ip6tables-save's. Version 3 records hold the iptables-save text
 // alone, after the time; versions 4 and 5 the first two.
 
-
 func encodeRuleset(s ruleset.Snapshot) ([]byte, error) {
 	var b bytes.Buffer
 	b.Write(binary.LittleEndian.AppendUint32(nil, s.Netns))
