@@ -378,7 +378,7 @@ func TestBadInputSplitRuns(t *testing.T) {
 }
 
 // A recording can not take the machine's memory: one whose rulesets
-// inflate past what a recording may make nettrace hold (three of 64 MiB
+// inflate past what a recording may make nettrace hold (three of 40 MiB
 // in under a megabyte) replays up to the record that would pass it,
 // named, and exits 3.
 func TestBadInputMemoryBound(t *testing.T) {
@@ -388,7 +388,7 @@ func TestBadInputMemoryBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := strings.Repeat("-A KUBE-SERVICES -j RETURN\n", (64<<20)/27)
+	big := strings.Repeat("-A KUBE-SERVICES -j RETURN\n", trace.MaxHeld*5/8/27)
 	for i := range 3 {
 		if err := w.Ruleset(ruleset.Snapshot{Netns: uint32(i + 1), Text: big}); err != nil {
 			t.Fatal(err)
@@ -401,7 +401,7 @@ func TestBadInputMemoryBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := nettrace(t, dir, nil, "replay", "inflating.ntrace")
-	if r.code != exitPartial || !strings.Contains(r.stderr, "inflating.ntrace: offset ") || !strings.Contains(r.stderr, "ruleset record: it would pass the 128 MiB a recording may make nettrace hold") {
+	if r.code != exitPartial || !strings.Contains(r.stderr, "inflating.ntrace: offset ") || !strings.Contains(r.stderr, "ruleset record: it would pass the 64 MiB a recording may make nettrace hold") {
 		t.Errorf("replay of rulesets past the budget: exit %d, %s", r.code, r.stderr)
 	}
 }

@@ -55,11 +55,13 @@ type Reader struct {
 
 // MaxHeld is the budget of what one recording may make a reader keep in
 // memory: its rulesets' texts as inflated, namespace and symbol names,
-// pod addresses and rule traces, in bytes. A parsed ruleset takes about
-// ten times its text, so a recording at the budget takes about 1.3 GB. A
-// record that would pass it ends the recording there, an *Error that
-// names it: a file of a few hundred kilobytes can inflate to gigabytes.
-const MaxHeld = 128 << 20
+// pod addresses and rule traces, in bytes. A record that would pass it
+// ends the recording there, an *Error that names it: a file of 771 kB
+// whose four rulesets inflate to 63 MiB each took 5.7 GB to replay, and
+// takes 1.3 GB within the budget (a parsed ruleset takes about 20 times
+// its text; docs/performance.md). kube-proxy's rulesets for thousands of
+// Services are a few megabytes.
+const MaxHeld = 64 << 20
 
 // errOverBudget is a record that would pass MaxHeld.
 var errOverBudget = fmt.Errorf("it would pass the %d MiB a recording may make nettrace hold (rulesets, names, pods, rule traces): a recording this large is not read further; the events before it were", MaxHeld>>20)

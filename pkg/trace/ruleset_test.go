@@ -130,7 +130,7 @@ func TestRulesetsReplayAsTheyStood(t *testing.T) {
 }
 
 // A recording whose rulesets inflate past what a recording may make
-// nettrace hold (four records of 64 MiB each, a few hundred kilobytes on
+// nettrace hold (four records of 40 MiB each, a few hundred kilobytes on
 // disk) is read up to the record that passes it: the error names that
 // record and the budget, and the events before it were read.
 func TestRulesetsPastTheBudgetEndTheRecording(t *testing.T) {
@@ -139,7 +139,7 @@ func TestRulesetsPastTheBudgetEndTheRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := strings.Repeat("-A KUBE-SERVICES -j RETURN\n", (64<<20)/27)
+	big := strings.Repeat("-A KUBE-SERVICES -j RETURN\n", MaxHeld*5/8/27)
 	var e event.Event
 	for i := range 4 {
 		e = fixture.SNATMissing(false)[0]
@@ -163,7 +163,7 @@ func TestRulesetsPastTheBudgetEndTheRecording(t *testing.T) {
 		events++
 	}
 	var te *Error
-	if !errors.As(err, &te) || !strings.Contains(err.Error(), "ruleset record: it would pass the 128 MiB") || events != 2 {
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "ruleset record: it would pass the 64 MiB") || events != 2 {
 		t.Fatalf("read %d events, then %v; want 2, then the second ruleset record refused (the first took half the budget)", events, err)
 	}
 	if r.held > MaxHeld {
