@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,8 +66,9 @@ func nettrace(t *testing.T, dir string, stdin []byte, args ...string) ran {
 	return r
 }
 
-// writeRecording records incident 1's events (fixture.SNATMissing) at
-// path, as watch -w would: replay names snat-missing-on-tunnel.
+// writeRecording records incident 1's events (fixture.SNATMissing), each
+// with its packet's bytes, at path, as watch -w would: replay names
+// snat-missing-on-tunnel, export writes its packets.
 func writeRecording(t *testing.T, path string) []byte {
 	t.Helper()
 	w, err := trace.Create(path, trace.Meta{Nettrace: "test", Host: "node1", MonoNS: 1, WallNS: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC).UnixNano()}, fixture.Context{})
@@ -74,6 +76,7 @@ func writeRecording(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	for _, e := range fixture.SNATMissing(false) {
+		fixture.Snapshot(&e, 1, 1000)
 		if err := w.Event(&e); err != nil {
 			t.Fatal(err)
 		}
@@ -237,8 +240,8 @@ func TestBadInputStreams(t *testing.T) {
 		t.Errorf("replay - < good.ntrace: exit %d, %s; want incident 1's finding", r.code, r.stderr)
 	}
 	r = nettrace(t, dir, good, "export", "--pcapng", "stdin.pcapng", "-")
-	if st, err := os.Stat(filepath.Join(dir, "stdin.pcapng")); r.code != exitOK || err != nil || st.Size() == 0 {
-		t.Errorf("export --pcapng stdin.pcapng - < good.ntrace: exit %d, %s", r.code, r.stderr)
+	if r.code != exitOK || !regexp.MustCompile(`packets=[1-9]`).MatchString(r.stderr) {
+		t.Errorf("export --pcapng stdin.pcapng - < good.ntrace: exit %d, %s; want its packets", r.code, r.stderr)
 	}
 	// A pipe, as <(cat good.ntrace) gives.
 	cmd := exec.Command("sh", "-c", `cat good.ntrace | "$0" export --pcapng pipe.pcapng /dev/stdin`, os.Args[0])
