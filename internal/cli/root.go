@@ -29,20 +29,20 @@ type globalFlags struct {
 const (
 	exitOK = 0
 	// exitFailure: the command could not do its work (the kernel refused
-	// a program, a file could not be written, no root).
+	// a program, a file could not be opened or written, no root).
 	exitFailure = 1
 	// exitUsage: the command line is wrong (a flag, an argument, a
 	// filter, a command); nothing was attached, read or written.
 	exitUsage = 2
-	// exitPartial: a recording was cut off or corrupt: the output covers
-	// what of it was readable.
+	// exitPartial: a recording is cut off, corrupt or not a recording:
+	// the output covers what of it was readable.
 	exitPartial = 3
 )
 
 const exitCodesHelp = `Exit codes: 0 done; 1 failed (the kernel refused, a file could not be
-written, a recording could not be read); 2 the command line is wrong
-(nothing was attached, read or written); 3 a recording is cut off or
-corrupt (the output covers what was readable).`
+opened or written, no root); 2 the command line is wrong (nothing was
+attached, read or written); 3 a recording is cut off, corrupt or not a
+recording (the output covers what was readable).`
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string) int {
@@ -62,7 +62,9 @@ you select with a pcap-style filter, across network namespaces.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetVersionTemplate(versionText())
+	// Hashing the BPF objects is left to --version itself.
+	cobra.AddTemplateFunc("versionText", versionText)
+	root.SetVersionTemplate("{{versionText}}")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "diagnostics level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "console", "diagnostics format on stderr: console or json")
 	root.PersistentFlags().StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) here")
