@@ -218,14 +218,13 @@ func TestBadInputExitCodes(t *testing.T) {
 			t.Errorf("replay %s: exit %d, %q; want exit 3 naming the file and offset", name, r.code, r.stderr)
 		}
 	}
-	// Standard output full: the flows could not be written. (A closed one
-	// is /dev/null to a Go program: the runtime opens it in its place.)
-	for _, format := range []string{"text", "json"} {
-		cmd := exec.Command("sh", "-c", `"$0" replay -o "$1" good.ntrace >/dev/full`, os.Args[0], format)
+	// Standard output full or closed: the flows could not be written.
+	for _, redirect := range []string{"-o text >/dev/full", "-o json >/dev/full", ">&-"} {
+		cmd := exec.Command("sh", "-c", `"$0" replay good.ntrace `+redirect, os.Args[0])
 		cmd.Dir, cmd.Env = dir, append(os.Environ(), runAsNettrace+"=1")
 		out, err := cmd.CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.Contains(string(out), "write output") {
-			t.Errorf("replay -o %s >/dev/full: %v, %q; want exit 1 and the write error", format, err, out)
+			t.Errorf("replay good.ntrace %s: %v, %q; want exit 1 and the write error", redirect, err, out)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/output"
@@ -71,8 +72,11 @@ you select with a pcap-style filter, across network namespaces.
 	root.PersistentFlags().StringVar(&g.memProfile, "memprofile", "", "write a heap profile (pprof) here at exit")
 	root.PersistentFlags().MarkHidden("cpuprofile")
 	root.PersistentFlags().MarkHidden("memprofile")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		ran = true
+		if writesStdout[cmd.Name()] && stdoutClosed() {
+			return errors.New("write output: standard output is closed (>&-): redirect it to a file, or to /dev/null to discard it")
+		}
 		return g.startProfiles()
 	}
 	defer g.stopProfiles()
@@ -91,6 +95,26 @@ you select with a pcap-style filter, across network namespaces.
 	}
 	g.reportError(msg, code)
 	return code
+}
+
+// writesStdout are the commands whose output is the point of running
+// them, on standard output. Not watch: daemon tools (start-stop-daemon
+// --background) put /dev/null read-write there too, and watch -w records
+// all the same.
+var writesStdout = map[string]bool{"replay": true, "probes": true}
+
+// stdoutClosed says whether standard output was closed when nettrace
+// started. Go's runtime puts /dev/null, opened read-write, in the place of
+// a standard descriptor closed at start, so that nothing else is written
+// there by mistake; every write to it would then succeed unseen. A shell's
+// >/dev/null opens it write-only.
+func stdoutClosed() bool {
+	var st, null unix.Stat_t
+	if unix.Fstat(1, &st) != nil || unix.Stat("/dev/null", &null) != nil || st.Rdev != null.Rdev || st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return false
+	}
+	flags, err := unix.FcntlInt(1, unix.F_GETFL, 0)
+	return err == nil && flags&unix.O_ACCMODE == unix.O_RDWR
 }
 
 // exitCode is the exit code of a command that failed with err; ran says
