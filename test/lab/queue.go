@@ -68,6 +68,15 @@ func ServeQueue(num uint16, holdFirst bool, delay time.Duration, readyFile strin
 	late := make(chan error, 1)
 	for {
 		msgs, err := c.Receive()
+		if errors.Is(err, unix.ENOENT) {
+			// The kernel's answer to a verdict for a packet it no longer
+			// holds: a netfilter hook unregistered in the namespace (a
+			// tracer relinking its programs) drops every queued packet
+			// (nfqnl_nf_hook_drop), as a loaded node may. Its sender sends
+			// it again, and that copy is queued and delayed in turn.
+			fmt.Fprintf(os.Stderr, "ntlab: netfilter queue %d: a verdict for a packet the kernel had dropped from the queue (%v); serving on\n", num, err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("netfilter queue %d: %w", num, err)
 		}
