@@ -60,6 +60,7 @@ volatile const struct nt_filter_insn filter_prog[NT_FILTER_MAX] = {};
 volatile const __u32 netns_filter = 0; /* 1: only namespaces in watched_netns */
 volatile const __u32 snap_len = 128; /* <= NT_SNAP_MAX */
 volatile const __u32 all_packets = 0; /* 1: report established data too */
+volatile const __u32 healthy_count = 0; /* 1: hold healthy connections' records (gate.h) */
 volatile const __u16 vxlan_port_a = 4789;
 volatile const __u16 vxlan_port_b = 8472;
 

@@ -9,6 +9,7 @@
 
 #include "maps.h"
 #include "parse.h"
+#include "gate.h"
 
 static __always_inline struct nt_event *nt_event_take(void)
 {
@@ -362,6 +363,28 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
 			nt_count_undelivered_n(p + shed_key, j->events[p]);
 }
 
+/* Whether the gate keeps a journey of len bytes from the ring buffer: held
+ * while its connection looks healthy, or dropped once it ended normally.
+ * Held from the journey itself (held_len, head and tail are a struct
+ * nt_held). */
+static __always_inline bool nt_journey_gated(struct nt_journey *j, __u64 len)
+{
+	NT_GATE_SCRATCH(g);
+
+	if (!nt_gate_on() || !g)
+		return false;
+	switch (nt_gate(&j->conn, g, false)) {
+	case NT_GATE_HOLD:
+		j->held_len = len;
+		nt_gate_hold(&j->conn, g, &j->held_len);
+		return true;
+	case NT_GATE_DROP:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* Sends this CPU's pending journey as one record. Under overload a
  * journey of device hops and route lookups only is shed, one holding
  * anything else goes out whole (its later device hops were shed as they
@@ -379,13 +402,6 @@ static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 	if (!j->pending)
 		return;
 	j->pending = 0;
-	level = nt_ring_level();
-	if ((level == NT_RING_FAILURES_ONLY && (!failed || j->head.skb != failed)) ||
-	    (level == NT_RING_DETAIL_SHED &&
-	     j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1)) {
-		nt_journey_count(j, NT_POINT_MAX);
-		return;
-	}
 	/* The bounds are for the verifier, which cannot see snap_len <=
 	 * NT_SNAP_MAX and hops <= NT_JOURNEY_HOPS through the sums. */
 	if (j->hops) {
@@ -400,6 +416,15 @@ static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 	if (len > sizeof(j->tail))
 		return;
 	len += sizeof(struct nt_event4);
+	if (nt_journey_gated(j, len))
+		return;
+	level = nt_ring_level();
+	if ((level == NT_RING_FAILURES_ONLY && (!failed || j->head.skb != failed)) ||
+	    (level == NT_RING_DETAIL_SHED &&
+	     j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1)) {
+		nt_journey_count(j, NT_POINT_MAX);
+		return;
+	}
 	if (bpf_ringbuf_output(&events, &j->head, len, nt_wakeup_output(len)))
 		nt_journey_count(j, 0);
 }
@@ -502,7 +527,7 @@ static __always_inline void nt_journey_start(struct nt_journey *j, struct sk_buf
  * on this CPU is changing the journey. */
 static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *skb, bool use_data, bool direct)
 {
-	bool step = nt_journeys_point(e->point), joined = true;
+	bool step = nt_journeys_point(e->point), joined = true, started = false;
 	struct nt_journey *j;
 
 	if (nt_wide(e) || (step ? !e->skb : !nt_joins_as_hop(e->point)))
@@ -536,8 +561,12 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 	 * the underlay's transmission among them, name the packet on the wire. */
 	if (!step)
 		joined = nt_journey_add(j); /* true: its room was checked */
-	else if (!j->pending || !nt_journey_same(j) || (skb && !j->head.caplen && snap_len > 0) || !nt_journey_add(j))
+	else if (!j->pending || !nt_journey_same(j) || (skb && !j->head.caplen && snap_len > 0) || !nt_journey_add(j)) {
 		nt_journey_start(j, skb, use_data, direct);
+		started = true;
+	}
+	if (joined && nt_gate_on())
+		nt_conn_view_add(&j->conn, e, started);
 	if (!joined)
 		nt_count_lost(e->point);
 	else if (e->point < NT_POINT_MAX)
@@ -564,6 +593,53 @@ static __always_inline bool nt_no_record(struct nt_event *e, bool failure, struc
 	return nt_shed(e, nt_detail(e->point) ? NT_RING_DETAIL_SHED : NT_RING_FAILURES_ONLY);
 }
 
+/* Whether the gate keeps an event that goes out on its own from the ring
+ * buffer: held (built in held_scratch: its packet's bytes when skb is
+ * given) while its connection looks healthy, or dropped once it ended
+ * normally. A failure ships, and first what its connection held. An event
+ * with an IPv6 address is not gated. */
+static __always_inline bool nt_gated(struct nt_event *e, bool failure, struct sk_buff *skb, bool use_data,
+				     bool direct)
+{
+	NT_GATE_SCRATCH(g);
+	struct nt_held *h;
+	__u32 zero = 0;
+
+	if (!nt_gate_on() || !g || nt_wide(e))
+		return false;
+	/* Stamped first: the view compares the packet's identity with its
+	 * connection's first SYN's. */
+	nt_stamp(e);
+	nt_conn_view_add(&g->view, e, true);
+	switch (nt_gate(&g->view, g, failure)) {
+	case NT_GATE_DROP:
+		return true;
+	case NT_GATE_SHIP:
+		return false;
+	default:
+		break;
+	}
+	h = bpf_map_lookup_elem(&held_scratch, &zero);
+	/* A program nested on this CPU while this one builds: it ships its
+	 * event, and its connection finds this slot of its held missing if it
+	 * ever ships. */
+	if (!h || h->busy)
+		return false;
+	*(volatile __u32 *)&h->busy = 1;
+	asm volatile("" ::: "memory");
+	e->caplen = 0;
+	h->len = sizeof(struct nt_event4);
+	if (skb && snap_len > 0 && snap_len <= NT_SNAP_MAX) {
+		e->caplen = nt_copy_packet(h->rec + sizeof(struct nt_event4), skb, use_data, direct);
+		h->len += snap_len;
+	}
+	nt_narrow((struct nt_event4 *)h->rec, e);
+	nt_gate_hold(&g->view, g, h);
+	asm volatile("" ::: "memory");
+	*(volatile __u32 *)&h->busy = 0;
+	return true;
+}
+
 /* Submits an event, evidence of failure or not as its point judges. The
  * judgement is a constant at most call sites (nt_submit): the verifier
  * then walks one of the paths that depend on it, not both. */
@@ -572,7 +648,7 @@ static __always_inline void nt_submit_as(struct nt_event *e, bool failure)
 	struct nt_event4 *n;
 	struct nt_event *rec;
 
-	if (nt_no_record(e, failure, NULL, false, false))
+	if (nt_no_record(e, failure, NULL, false, false) || nt_gated(e, failure, NULL, false, false))
 		return;
 	if (nt_stamp(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
@@ -613,7 +689,7 @@ static __always_inline void nt_submit_skb_as(struct nt_event *e, struct sk_buff 
 		nt_submit_as(e, failure);
 		return;
 	}
-	if (nt_no_record(e, failure, skb, use_data, direct))
+	if (nt_no_record(e, failure, skb, use_data, direct) || nt_gated(e, failure, skb, use_data, direct))
 		return;
 	if (nt_wide(e)) {
 		rec = bpf_ringbuf_reserve(&events, sizeof(*e) + snap_len, 0);

@@ -176,6 +176,12 @@ struct nt_journey {
 	__u8 events[NT_POINT_MAX];
 	__u8 _pad[5];
 	struct nt_event4 next; /* the event being added, narrowed */
+	/* The connection the packet belongs to, for the gate (gate.h). */
+	struct nt_conn_view conn;
+	/* held_len, head and tail are a struct nt_held: the gate holds a
+	 * journey by copying it from here. */
+	__u32 held_len;
+	__u32 _held_pad;
 	struct nt_event4 head;
 	__u8 tail[NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4) + sizeof(struct nt_hops_tail)];
 };
@@ -186,6 +192,89 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nt_journey);
 } journeys SEC(".maps");
+
+/* A record held in the kernel while its connection looks healthy (gate.h):
+ * a journey (struct nt_journey from held_len on) or a record of its own. */
+struct nt_held {
+	__u32 len;
+	__u32 busy; /* held_scratch only: a program on this CPU is building it */
+	__u8 rec[sizeof(struct nt_event4) + NT_SNAP_MAX + NT_JOURNEY_HOPS * sizeof(struct nt_event4) +
+		 sizeof(struct nt_hops_tail)];
+};
+
+_Static_assert(__builtin_offsetof(struct nt_journey, head) - __builtin_offsetof(struct nt_journey, held_len) ==
+		       __builtin_offsetof(struct nt_held, rec),
+	       "a journey from held_len on is a struct nt_held");
+_Static_assert(sizeof(struct nt_journey) - __builtin_offsetof(struct nt_journey, held_len) == sizeof(struct nt_held),
+	       "a journey from held_len on is a struct nt_held");
+
+/* The connections the gate follows, by their canonical tuples: an entry of
+ * its own (alias 0) for each connection, and aliases for the connection's
+ * other tuples (after NAT, inside the tunnel on the other node). LRU: a
+ * connection that never visibly ends is forgotten eventually, and a failure
+ * of it after that finds its records missing. The loader sizes it (--hold). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nt_conn_key);
+	__type(value, struct nt_conn);
+} conns SEC(".maps");
+
+/* The records held, by connection (its gid) and order. LRU: what a
+ * connection's trouble then finds missing is counted, never guessed. One
+ * entry while the gate is off (the loader sizes it). */
+struct nt_held_key {
+	__u64 gid;
+	__u32 seq;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct nt_held_key);
+	__type(value, struct nt_held);
+} held SEC(".maps");
+
+/* Where a record of its own is built before it is held. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nt_held);
+} held_scratch SEC(".maps");
+
+/* What the gate works in, off the 512-byte stack: a slot per program
+ * nested on a CPU, taken and given back as event slots are (as deep). */
+#define NT_GATE_DEPTH 4
+
+struct nt_gate_scratch {
+	struct nt_conn_view view; /* a record of its own's; a journey keeps its own */
+	struct nt_conn fresh;     /* a connection's entry being made */
+	struct nt_held_key key;   /* where a record is held */
+	struct nt_conn_key root;  /* the key of the connection's entry */
+};
+
+struct nt_gate_slots {
+	__u32 depth;
+	__u32 _pad;
+	struct nt_gate_scratch slot[NT_GATE_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nt_gate_slots);
+} gate_slots SEC(".maps");
+
+/* The gate's counters (enum nt_gate_stat), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NT_GATE_STATS);
+	__type(key, enum nt_gate_stat); /* in BTF, for the Go side's check */
+	__type(value, __u64);
+} gate_stats SEC(".maps");
 
 /* Events are built in a per-CPU slot, not on the stack: with addresses of
  * either family an event takes most of the 512-byte BPF stack. Programs

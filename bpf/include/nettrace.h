@@ -327,6 +327,78 @@ struct nt_hops_tail {
 
 _Static_assert(sizeof(struct nt_hops_tail) == 8, "nt_hops_tail changed size: pkg/event reads its count 8 bytes from the end");
 
+/* The gate (gate.h, --healthy count): a TCP connection's records stay in
+ * the kernel while it looks healthy. Connections are keyed by their
+ * canonical IPv4 tuple: the lower address and port first, so that both
+ * directions share a key. */
+struct nt_conn_key {
+	__u32 addr_lo;
+	__u32 addr_hi;
+	__u16 port_lo;
+	__u16 port_hi;
+	__u8 proto;
+	__u8 _pad[3];
+};
+
+/* What the gate knows of the connection of a record: its packet's tuple
+ * (the inner one in a tunnel), its conntrack entry's original tuple and,
+ * where NAT made the reply tuple another, that one; the TCP flags seen, and
+ * the first packet's identity. */
+struct nt_conn_view {
+	struct nt_conn_key pkt;
+	struct nt_conn_key ct;
+	struct nt_conn_key nat;
+	__u64 skb;
+	__u64 skb_seen;
+	__u8 keys;      /* NT_VIEW_* */
+	__u8 tcp_flags; /* of every packet step */
+	__u8 invalid;   /* conntrack judged a packet INVALID */
+	__u8 gated;     /* 0: not an IPv4 TCP connection's, shipped */
+	__u8 _pad[4];
+};
+
+#define NT_VIEW_PKT 0x01
+#define NT_VIEW_CT 0x02
+#define NT_VIEW_NAT 0x04
+
+enum nt_conn_state {
+	NT_CONN_HOLDING = 0,  /* healthy so far: its records are held */
+	NT_CONN_SHIPPING = 1, /* in trouble: what was held went out, and the rest goes out */
+	NT_CONN_ENDED = 2,    /* ended normally: its held records were dropped */
+};
+
+/* nt_conn.seen */
+#define NT_SEEN_SYN 0x01
+#define NT_SEEN_SYNACK 0x02
+
+struct nt_conn {
+	struct nt_conn_key root; /* an alias's connection; the entry's own key otherwise */
+	__u64 gid;               /* this use of the tuple: the held records' key */
+	__u64 syn_skb;           /* the first SYN's identity */
+	__u64 syn_seen;
+	__u32 held;   /* records held so far (the next one's order) */
+	__u32 missed; /* records not held: past NT_HELD_PER_CONN, or after it ended */
+	__u8 alias;
+	__u8 state; /* enum nt_conn_state */
+	__u8 seen;  /* NT_SEEN_* */
+	__u8 _pad[5];
+};
+
+/* Records one connection may hold: a connection on a pod-to-Service path
+ * over the overlay makes 8 to 12 (docs/performance.md). */
+#define NT_HELD_PER_CONN 16
+
+/* gate_stats keys. Append only: user space reads them by number. */
+enum nt_gate_stat {
+	NT_GATE_HELD = 0,      /* records held */
+	NT_GATE_RELEASED = 1,  /* held records shipped when their connection showed trouble */
+	NT_GATE_HEALTHY = 2,   /* connections that ended normally while held */
+	NT_GATE_DISCARDED = 3, /* records of healthy connections never shipped */
+	NT_GATE_TRIGGERED = 4, /* connections that showed trouble */
+	NT_GATE_MISSING = 5,   /* records a connection in trouble lacked: evicted, over its bound, or lost */
+	NT_GATE_STATS = 6,
+};
+
 /* One instruction of the in-kernel filter: a postfix program over a bit stack. */
 enum nt_filter_op {
 	NT_OP_PROTO = 1, /* push tuple.proto == proto */

@@ -158,6 +158,12 @@ func (f watchFlags) check(expr string) (*filter.Program, map[string]probe.Method
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
+	if f.healthy.count && prog != nil && len(prog.Insns) > 0 {
+		return nil, nil, usageError{errors.New("--healthy count holds connections only with no filter: a filter's connections are traced whole")}
+	}
+	if f.held == 0 {
+		return nil, nil, usageError{errors.New("--held 0: want at least 1")}
+	}
 	forced, err := parseMethods(f.methods)
 	if err != nil {
 		return nil, nil, err
@@ -209,6 +215,7 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 	}
 	c.tr, err = probe.Open(probe.Options{
 		Filter: c.prog, Namespaces: c.targets, RestrictNetns: restrict, RingBytes: f.ringSize, Methods: forced, Log: log, SnapLen: f.snapLen, AllPackets: f.all,
+		HealthyCount: f.healthy.count, HeldRecords: f.held,
 	}, facts, syms)
 	if err != nil {
 		return err
@@ -440,6 +447,13 @@ func (c *capture) finish(p *engine.Pipeline, d time.Duration) {
 		// recording, and so replay, would not.
 		c.tracer.Sync()
 		c.tracer.Close()
+	}
+	if c.tr.GateOn() {
+		if g, err := c.tr.Gate(); err != nil {
+			log.Warn().Err(err).Msg("the gate's counters unavailable")
+		} else {
+			p.GateCounted(g)
+		}
 	}
 	p.Finish(lost, shed, d)
 	if c.tracer != nil && (c.tracer.Lost() > 0 || c.unrecorded.Load() > 0) {

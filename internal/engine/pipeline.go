@@ -27,6 +27,8 @@ import (
 // ended by another: correlation keeps a core to itself, and a recording
 // whose flows all end at once (at its end) is explained on every core.
 type Pipeline struct {
+	// gate is what the kernel gate did, for the summary (nil: off).
+	gate  *event.GateCounts
 	w     output.Writer // nil: nothing on stdout (record)
 	jw    *jsonLines
 	names output.Names
@@ -619,7 +621,7 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 		p.flightKept = p.flight.close()
 	}
 	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete,
-		Clocks: p.clocks}
+		Clocks: p.clocks, Gate: p.gate}
 	p.summarize(sum)
 	switch {
 	case p.jw != nil:
@@ -635,6 +637,9 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	}
 	return sum
 }
+
+// GateCounted gives the summary the kernel gate's final counts.
+func (p *Pipeline) GateCounted(g event.GateCounts) { p.gate = &g }
 
 // Err is the first error writing the output or the recording.
 func (p *Pipeline) Err() error { return p.err }
@@ -689,6 +694,8 @@ type jsonSummary struct {
 	// their findings rests on what they lack.
 	Incomplete uint64            `json:"flows_incomplete"`
 	Findings   map[string]uint64 `json:"findings"`
+	// Gate is what the kernel gate did (--healthy count).
+	Gate *jsonGate `json:"gate,omitempty"`
 	// Clocks are how a replay of several recordings placed the clocks of
 	// all but the first.
 	Clocks []jsonClock `json:"clocks,omitempty"`
@@ -704,6 +711,16 @@ type jsonClock struct {
 	AtMostMS  *float64 `json:"at_most_ms,omitempty"`
 }
 
+// jsonGate is event.GateCounts as the summary has it (docs/events.md).
+type jsonGate struct {
+	Held      uint64 `json:"records_held"`
+	Released  uint64 `json:"records_released"`
+	Healthy   uint64 `json:"connections_healthy"`
+	Discarded uint64 `json:"records_discarded"`
+	Triggered uint64 `json:"connections_triggered"`
+	Missing   uint64 `json:"records_missing"`
+}
+
 // SummaryJSON is the summary as the JSON output's last line has it, for
 // diagnostics in JSON (docs/events.md).
 func SummaryJSON(s output.Summary) []byte {
@@ -716,6 +733,9 @@ func summaryJSON(s output.Summary) jsonSummary {
 	sum := jsonSummary{Type: "summary", DurationMS: s.Duration.Milliseconds(), Events: PointNames(s.Events), Records: s.Records,
 		Lost: PointNames(s.Lost), Shed: PointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
 		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Incomplete: s.Incomplete, Findings: s.Findings}
+	if g := s.Gate; g != nil {
+		sum.Gate = &jsonGate{Held: g.Held, Released: g.Released, Healthy: g.Healthy, Discarded: g.Discarded, Triggered: g.Triggered, Missing: g.Missing}
+	}
 	ms := func(d time.Duration) *float64 { v := float64(d) / 1e6; return &v }
 	for i, k := range s.Clocks {
 		if i == 0 {

@@ -125,6 +125,8 @@ type Summary struct {
 	// Clocks are how a replay of several recordings placed each one's
 	// clock against the first's (trace.NewAlignedStream); nil otherwise.
 	Clocks []trace.ClockSkew
+	// Gate is what the kernel gate did (--healthy count); nil without it.
+	Gate *event.GateCounts
 }
 
 // SymbolName names a kernel address.

@@ -80,3 +80,28 @@ func sameValues(t *testing.T, enum string, bpf map[uint8]string, goName func(uin
 		}
 	}
 }
+
+// The gate's counters are read by number (gate.go).
+func TestGateStatsMatchBPF(t *testing.T) {
+	spec, err := loadJourney()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enum *btf.Enum
+	if err := spec.Types.TypeByName("nt_gate_stat", &enum); err != nil {
+		t.Fatalf("enum nt_gate_stat: %v", err)
+	}
+	want := map[string]uint32{"NT_GATE_HELD": gateHeld, "NT_GATE_RELEASED": gateReleased, "NT_GATE_HEALTHY": gateHealthy,
+		"NT_GATE_DISCARDED": gateDiscarded, "NT_GATE_TRIGGERED": gateTriggered, "NT_GATE_MISSING": gateMissing, "NT_GATE_STATS": gateStats}
+	if len(enum.Values) != len(want) {
+		t.Errorf("enum nt_gate_stat has %d values, gate.go names %d", len(enum.Values), len(want))
+	}
+	for _, v := range enum.Values {
+		if w, ok := want[v.Name]; !ok || uint64(w) != v.Value {
+			t.Errorf("%s = %d: gate.go has %d (named: %v)", v.Name, v.Value, w, ok)
+		}
+	}
+	if n := spec.Maps["gate_stats"].MaxEntries; n != gateStats {
+		t.Errorf("gate_stats has %d entries, gate.go reads %d", n, gateStats)
+	}
+}

@@ -40,7 +40,13 @@ type Options struct {
 	// AllPackets reports the data and ACK segments of established TCP
 	// connections too (by default only their drops are).
 	AllPackets bool
-	Log        zerolog.Logger
+	// HealthyCount has the kernel hold the records of IPv4 TCP connections
+	// while they look healthy (bpf/include/gate.h): one that ends normally
+	// is only counted, one that shows trouble ships whole. Only without a
+	// filter. HeldRecords bounds the records held at once (0: the default).
+	HealthyCount bool
+	HeldRecords  uint32
+	Log          zerolog.Logger
 }
 
 // MaxSnapLen is the largest packet prefix events carry (NT_SNAP_MAX).
@@ -70,7 +76,7 @@ func (s Status) Active() bool { return s.Method != "" }
 // sharedMaps are created once and handed to every object: one ring buffer,
 // one set of followed packets and conntrack entries.
 var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking",
-	"skb_ids", "synack_slots", "listeners", "journeys"}
+	"skb_ids", "synack_slots", "listeners", "journeys", "conns", "held", "held_scratch", "gate_stats"}
 
 // Attachment is one program attached somewhere in the kernel: what a
 // packet pays for before any program body runs. Benchmarks attach empty
@@ -173,6 +179,7 @@ func (t *Tracer) createMaps() error {
 		if name == "events" && t.opts.RingBytes != 0 {
 			ms.MaxEntries = t.opts.RingBytes
 		}
+		t.sizeGateMap(ms)
 		m, err := ebpf.NewMap(ms)
 		if err != nil {
 			return describeLoadError(fmt.Errorf("create map %s: %w", name, err))
@@ -240,7 +247,7 @@ func (t *Tracer) configure(spec *ebpf.CollectionSpec) error {
 		name string
 		v    any
 	}{{"filter_len", uint32(n)}, {"filter_prog", prog}, {"netns_filter", restrict}, {"snap_len", t.opts.SnapLen}, {"all_packets", all},
-		{"vxlan_port_a", ports[0]}, {"vxlan_port_b", ports[1]}} {
+		{"vxlan_port_a", ports[0]}, {"vxlan_port_b", ports[1]}, {"healthy_count", t.gateFlag()}} {
 		if err := set(kv.name, kv.v); err != nil {
 			return err
 		}
@@ -645,7 +652,8 @@ func (t *Tracer) Undelivered() (uint64, error) {
 			sum += n
 		}
 	}
-	return sum, nil
+	g, err := t.Gate()
+	return sum + g.Missing, err
 }
 
 // undelivered reads the lost map's counters from key from on, per point.

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The gate (--healthy count): with no filter, an IPv4 TCP connection's
+ * records stay in the kernel (the held map) while it looks healthy. A
+ * connection that ends normally (a FIN or reset after the handshake) drops
+ * them and is only counted; one that shows trouble ships what it held, in
+ * order, then everything after it, as without the gate. Trouble is:
+ * a record its point judges evidence of failure (a drop with a reason, a
+ * listener's refusal, a reset refusing it, a SYN-ACK sent again, a connect
+ * given up), a packet conntrack judged INVALID, a SYN sent again, and a
+ * reset before the handshake completed. Whatever a connection in trouble
+ * lacks (evicted, over its bound, dropped once it had ended) is counted
+ * missing, which user space counts as lost: a flow open meanwhile is
+ * incomplete, never the ground for a finding.
+ *
+ * A connection is known by the canonical tuples of its packets (struct
+ * nt_conn_key): the first seen names it, and its other tuples (after NAT,
+ * the entry's reply tuple; inside the tunnel on the other node) are aliases
+ * of it, learnt from its conntrack entries as its records pass.
+ */
+#ifndef NETTRACE_GATE_H
+#define NETTRACE_GATE_H
+
+#include "maps.h"
+#include "parse.h"
+
+static __always_inline void nt_gate_count(__u32 stat, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&gate_stats, &stat);
+
+	if (v)
+		*v += n;
+}
+
+static __always_inline void nt_conn_key(struct nt_conn_key *k, const struct nt_tuple *t)
+{
+	__u32 a = t->saddr[0], b = t->daddr[0];
+	__u16 pa = t->sport, pb = t->dport;
+
+	k->proto = t->proto;
+	k->_pad[0] = k->_pad[1] = k->_pad[2] = 0;
+	if (a < b || (a == b && pa <= pb)) {
+		k->addr_lo = a, k->addr_hi = b, k->port_lo = pa, k->port_hi = pb;
+		return;
+	}
+	k->addr_lo = b, k->addr_hi = a, k->port_lo = pb, k->port_hi = pa;
+}
+
+static __always_inline bool nt_conn_key_eq(const struct nt_conn_key *a, const struct nt_conn_key *b)
+{
+	const __u64 *x = (const void *)a, *y = (const void *)b;
+
+	_Static_assert(sizeof(struct nt_conn_key) == 16, "a key is two words");
+	return x[0] == y[0] && x[1] == y[1];
+}
+
+/* Adds an event to the view of its record's connection: first, the
+ * record's first event. Only a packet's own steps name the connection: a
+ * socket's event joining a journey may be another connection's. */
+static __always_inline void nt_conn_view_add(struct nt_conn_view *v, const struct nt_event *e, bool first)
+{
+	const struct nt_tuple *p = (e->flags & NT_F_INNER) ? &e->inner : &e->tuple;
+	struct nt_conn_key reply;
+
+	if (first) {
+		__builtin_memset(v, 0, sizeof(*v));
+		v->gated = 1;
+		v->skb = e->skb;
+		v->skb_seen = e->skb_seen;
+	}
+	if (e->flags & NT_F_CT_INVALID)
+		v->invalid = 1;
+	if (!p->proto || (!first && e->point == NT_POINT_TCP) || (!first && e->point == NT_POINT_SYN))
+		return;
+	if (p->ipv6 || p->proto != IPPROTO_TCP) {
+		v->gated = 0;
+		return;
+	}
+	if (!(v->keys & NT_VIEW_PKT)) {
+		nt_conn_key(&v->pkt, p);
+		v->keys |= NT_VIEW_PKT;
+	}
+	v->tcp_flags |= p->tcp_flags;
+	/* An encapsulated packet's entry is the tunnel's. */
+	if ((e->flags & (NT_F_CT | NT_F_INNER)) != NT_F_CT || (v->keys & NT_VIEW_CT) || e->ct.orig.ipv6 ||
+	    e->ct.orig.proto != IPPROTO_TCP)
+		return;
+	nt_conn_key(&v->ct, &e->ct.orig);
+	v->keys |= NT_VIEW_CT;
+	nt_conn_key(&reply, &e->ct.reply);
+	if (!nt_conn_key_eq(&reply, &v->ct)) {
+		v->nat = reply;
+		v->keys |= NT_VIEW_NAT;
+	}
+}
+
+enum nt_gate_verdict {
+	NT_GATE_SHIP,
+	NT_GATE_HOLD,
+	NT_GATE_DROP,
+};
+
+/* Whether the gate runs: asked for, and no filter (a filter's connections
+ * are wanted whole). */
+static __always_inline bool nt_gate_on(void)
+{
+	return healthy_count && filter_len == 0;
+}
+
+static __always_inline struct nt_gate_scratch *nt_gate_take(void)
+{
+	__u32 key = 0;
+	struct nt_gate_slots *s = bpf_map_lookup_elem(&gate_slots, &key);
+	__u32 d;
+
+	if (!s)
+		return NULL;
+	d = s->depth;
+	if (d >= NT_GATE_DEPTH)
+		return NULL;
+	s->depth = d + 1;
+	return &s->slot[d & (NT_GATE_DEPTH - 1)];
+}
+
+static __always_inline void nt_gate_give(struct nt_gate_scratch **g)
+{
+	__u32 key = 0;
+	struct nt_gate_slots *s;
+
+	if (!*g)
+		return;
+	s = bpf_map_lookup_elem(&gate_slots, &key);
+	if (s && s->depth)
+		s->depth--;
+}
+
+/* Declares g, a gate slot given back when g goes out of scope (NULL: none
+ * free, the record ships). */
+#define NT_GATE_SCRATCH(g) struct nt_gate_scratch *g __attribute__((cleanup(nt_gate_give))) = nt_gate_take()
+
+/* The connection entry a key names: its own, or the one it is an alias of.
+ * root is set to the entry's key. */
+static __always_inline struct nt_conn *nt_conn_lookup(const struct nt_conn_key *k, struct nt_conn_key *root)
+{
+	struct nt_conn *c = bpf_map_lookup_elem(&conns, k);
+
+	if (!c)
+		return NULL;
+	if (!c->alias) {
+		*root = *k;
+		return c;
+	}
+	*root = c->root;
+	c = bpf_map_lookup_elem(&conns, root);
+	/* An alias of an alias never exists: aliases name entries of their own
+	 * only; an entry evicted since is not followed further. */
+	return c && !c->alias ? c : NULL;
+}
+
+/* Makes k an alias of the entry at root, unless it is that entry's key or
+ * names an entry already. */
+static __always_inline void nt_conn_alias(struct nt_gate_scratch *g, const struct nt_conn_key *k)
+{
+	if (nt_conn_key_eq(k, &g->root) || bpf_map_lookup_elem(&conns, k))
+		return;
+	__builtin_memset(&g->fresh, 0, sizeof(g->fresh));
+	g->fresh.root = g->root;
+	g->fresh.alias = 1;
+	bpf_map_update_elem(&conns, k, &g->fresh, BPF_NOEXIST);
+}
+
+/* A new use of a connection's tuple: nothing held, nothing seen. */
+static __always_inline void nt_conn_begin(struct nt_conn *c, __u8 state)
+{
+	c->gid = bpf_ktime_get_ns() << 6 | (bpf_get_smp_processor_id() & 63);
+	c->syn_skb = c->syn_seen = 0;
+	c->held = c->missed = 0;
+	c->state = state;
+	c->seen = 0;
+}
+
+/* The connection of a view, its entry made (in state) where it has none,
+ * and the view's other keys made its aliases. */
+static __always_inline struct nt_conn *nt_conn_of(const struct nt_conn_view *v, struct nt_gate_scratch *g, __u8 state)
+{
+	struct nt_conn *c = NULL;
+
+	if (v->keys & NT_VIEW_CT)
+		c = nt_conn_lookup(&v->ct, &g->root);
+	if (!c && (v->keys & NT_VIEW_NAT))
+		c = nt_conn_lookup(&v->nat, &g->root);
+	if (!c)
+		c = nt_conn_lookup(&v->pkt, &g->root);
+	if (!c) {
+		g->root = (v->keys & NT_VIEW_CT) ? v->ct : v->pkt;
+		__builtin_memset(&g->fresh, 0, sizeof(g->fresh));
+		g->fresh.root = g->root;
+		nt_conn_begin(&g->fresh, state);
+		bpf_map_update_elem(&conns, &g->root, &g->fresh, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&conns, &g->root);
+		if (!c || c->alias)
+			return NULL;
+	}
+	if (v->keys & NT_VIEW_CT)
+		nt_conn_alias(g, &v->ct);
+	if (v->keys & NT_VIEW_NAT)
+		nt_conn_alias(g, &v->nat);
+	nt_conn_alias(g, &v->pkt);
+	return c;
+}
+
+/* Drops what a connection holds, and returns how many it held. */
+static __noinline __u32 nt_gate_drop_held(struct nt_conn *c, struct nt_held_key *k)
+{
+	__u32 n = c->held;
+
+	k->gid = c->gid;
+	k->_pad = 0;
+	for (__u32 i = 0; i < NT_HELD_PER_CONN; i++) {
+		if (i >= n)
+			break;
+		k->seq = i;
+		bpf_map_delete_elem(&held, k);
+	}
+	return n < NT_HELD_PER_CONN ? n : NT_HELD_PER_CONN;
+}
+
+/* Ships what a connection in trouble held, in the order it was made, and
+ * counts what it lacks. The state changes first: a record held on another
+ * CPU meanwhile finds it and counts itself missing (nt_gate_hold). */
+static __noinline void nt_gate_release(struct nt_conn *c, struct nt_held_key *k)
+{
+	__u32 n, missing, len;
+	struct nt_held *h;
+
+	c->state = NT_CONN_SHIPPING;
+	asm volatile("" ::: "memory");
+	n = c->held;
+	missing = c->missed;
+	if (n > NT_HELD_PER_CONN) {
+		missing += n - NT_HELD_PER_CONN;
+		n = NT_HELD_PER_CONN;
+	}
+	k->gid = c->gid;
+	k->_pad = 0;
+	nt_gate_count(NT_GATE_TRIGGERED, 1);
+	for (__u32 i = 0; i < NT_HELD_PER_CONN; i++) {
+		if (i >= n)
+			break;
+		k->seq = i;
+		h = bpf_map_lookup_elem(&held, k);
+		if (!h) {
+			missing++;
+			continue;
+		}
+		len = h->len;
+		/* The bound is for the verifier: len was at most this when held. */
+		if (len > sizeof(h->rec) || bpf_ringbuf_output(&events, h->rec, len, 0))
+			missing++;
+		else
+			nt_gate_count(NT_GATE_RELEASED, 1);
+		bpf_map_delete_elem(&held, k);
+	}
+	if (missing)
+		nt_gate_count(NT_GATE_MISSING, missing);
+}
+
+/* Whether a view's record shows its connection in trouble, beyond what its
+ * point judged: conntrack found a packet INVALID, a SYN went out again (a
+ * SYN of another packet than the first), or a reset came before the
+ * handshake completed. */
+static __always_inline bool nt_gate_trouble(const struct nt_conn *c, const struct nt_conn_view *v)
+{
+	bool syn = (v->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+
+	return v->invalid || (syn && (c->seen & NT_SEEN_SYN) && (c->syn_skb != v->skb || c->syn_seen != v->skb_seen)) ||
+	       ((v->tcp_flags & TCP_FLAG_RST) && !(c->seen & NT_SEEN_SYNACK));
+}
+
+/* Ends a connection normally: what it held is dropped and counted, with
+ * the record that ended it. */
+static __always_inline void nt_gate_end(struct nt_conn *c, struct nt_held_key *k)
+{
+	c->state = NT_CONN_ENDED;
+	nt_gate_count(NT_GATE_HEALTHY, 1);
+	nt_gate_count(NT_GATE_DISCARDED, nt_gate_drop_held(c, k) + 1);
+}
+
+/* Decides what becomes of a record whose connection v views: shipped, held
+ * (at g->key), or dropped as a healthy connection's. failure: its point
+ * judged it evidence of failure. The counters count records. */
+static __always_inline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, struct nt_gate_scratch *g,
+						    bool failure)
+{
+	bool syn = (v->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+	struct nt_conn *c;
+
+	if (!v->gated || !(v->keys & NT_VIEW_PKT))
+		return NT_GATE_SHIP;
+	c = nt_conn_of(v, g, failure ? NT_CONN_SHIPPING : NT_CONN_HOLDING);
+	if (!c)
+		return NT_GATE_SHIP;
+	/* The tuple's next connection (a client port reused). */
+	if (c->state == NT_CONN_ENDED && syn && !failure)
+		nt_conn_begin(c, NT_CONN_HOLDING);
+	if (c->state == NT_CONN_SHIPPING)
+		return NT_GATE_SHIP;
+	if (c->state == NT_CONN_ENDED) {
+		if (!failure && !v->invalid) {
+			nt_gate_count(NT_GATE_DISCARDED, 1);
+			return NT_GATE_DROP;
+		}
+		/* Its earlier records were dropped: what it ships now lacks them. */
+		c->state = NT_CONN_SHIPPING;
+		nt_gate_count(NT_GATE_TRIGGERED, 1);
+		nt_gate_count(NT_GATE_MISSING, 1);
+		return NT_GATE_SHIP;
+	}
+	if (failure || nt_gate_trouble(c, v)) {
+		nt_gate_release(c, &g->key);
+		return NT_GATE_SHIP;
+	}
+	if (syn && !(c->seen & NT_SEEN_SYN)) {
+		c->syn_skb = v->skb;
+		c->syn_seen = v->skb_seen;
+		c->seen |= NT_SEEN_SYN;
+	}
+	if ((v->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == (TCP_FLAG_SYN | TCP_FLAG_ACK))
+		c->seen |= NT_SEEN_SYNACK;
+	else if ((v->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)) && (c->seen & NT_SEEN_SYNACK)) {
+		nt_gate_end(c, &g->key);
+		return NT_GATE_DROP;
+	}
+	/* Not an atomic fetch (the objects are built for BPF v1, which has
+	 * none): two CPUs holding at once may take one order, and the second
+	 * is refused (nt_gate_hold) and counted missing. */
+	g->key.gid = c->gid;
+	g->key.seq = c->held;
+	c->held = g->key.seq + 1;
+	g->key._pad = 0;
+	if (g->key.seq >= NT_HELD_PER_CONN) {
+		__sync_fetch_and_add(&c->missed, 1);
+		return NT_GATE_DROP;
+	}
+	return NT_GATE_HOLD;
+}
+
+/* Holds a record built in value (a struct nt_held) at g->key. A connection
+ * that showed trouble on another CPU meanwhile may have shipped its held
+ * records without this one: then it is counted missing. */
+static __always_inline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate_scratch *g, void *value)
+{
+	struct nt_conn *c;
+
+	if (bpf_map_update_elem(&held, &g->key, value, BPF_NOEXIST)) {
+		nt_gate_count(NT_GATE_MISSING, 1);
+		return;
+	}
+	nt_gate_count(NT_GATE_HELD, 1);
+	c = nt_conn_lookup((v->keys & NT_VIEW_CT) ? &v->ct : &v->pkt, &g->root);
+	if (c && c->gid == g->key.gid && c->state == NT_CONN_SHIPPING)
+		nt_gate_count(NT_GATE_MISSING, 1);
+}
+
+#endif
