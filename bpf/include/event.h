@@ -565,8 +565,11 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 		nt_journey_start(j, skb, use_data, direct);
 		started = true;
 	}
-	if (joined && nt_gate_on())
+	if (joined && nt_gate_on()) {
 		nt_conn_view_add(&j->conn, e, started);
+		if (started)
+			nt_conn_view_icmp(&j->conn, e, skb, use_data, direct);
+	}
 	if (!joined)
 		nt_count_lost(e->point);
 	else if (e->point < NT_POINT_MAX)
@@ -611,6 +614,7 @@ static __always_inline bool nt_gated(struct nt_event *e, bool failure, struct sk
 	 * connection's first SYN's. */
 	nt_stamp(e);
 	nt_conn_view_add(&g->view, e, true);
+	nt_conn_view_icmp(&g->view, e, skb, use_data, direct);
 	switch (nt_gate(&g->view, g, failure)) {
 	case NT_GATE_DROP:
 		return true;

@@ -57,7 +57,7 @@ static __always_inline bool nt_conn_key_eq(const struct nt_conn_key *a, const st
 /* Adds an event to the view of its record's connection: first, the
  * record's first event. Only a packet's own steps name the connection: a
  * socket's event joining a journey may be another connection's. */
-static __always_inline void nt_conn_view_add(struct nt_conn_view *v, const struct nt_event *e, bool first)
+static __noinline void nt_conn_view_add(struct nt_conn_view *v, const struct nt_event *e, bool first)
 {
 	const struct nt_tuple *p = (e->flags & NT_F_INNER) ? &e->inner : &e->tuple;
 	struct nt_conn_key reply;
@@ -70,7 +70,7 @@ static __always_inline void nt_conn_view_add(struct nt_conn_view *v, const struc
 	}
 	if (e->flags & NT_F_CT_INVALID)
 		v->invalid = 1;
-	if (!p->proto || (!first && e->point == NT_POINT_TCP) || (!first && e->point == NT_POINT_SYN))
+	if (!p->proto || v->quoted || (!first && e->point == NT_POINT_TCP) || (!first && e->point == NT_POINT_SYN))
 		return;
 	if (p->ipv6 || p->proto != IPPROTO_TCP) {
 		v->gated = 0;
@@ -79,6 +79,7 @@ static __always_inline void nt_conn_view_add(struct nt_conn_view *v, const struc
 	if (!(v->keys & NT_VIEW_PKT)) {
 		nt_conn_key(&v->pkt, p);
 		v->keys |= NT_VIEW_PKT;
+		v->unbound = !p->sport || !p->dport;
 	}
 	v->tcp_flags |= p->tcp_flags;
 	/* An encapsulated packet's entry is the tunnel's. */
@@ -92,6 +93,49 @@ static __always_inline void nt_conn_view_add(struct nt_conn_view *v, const struc
 		v->nat = reply;
 		v->keys |= NT_VIEW_NAT;
 	}
+}
+
+/* ICMP errors that quote the packet they are about (destination
+ * unreachable, source quench, redirect, time exceeded, parameter problem). */
+static __always_inline bool nt_icmp_quotes(__u8 type)
+{
+	return type == 3 || type == 4 || type == 5 || type == 11 || type == 12;
+}
+
+/* An ICMP error belongs to the connection whose packet it quotes: its view
+ * takes the quoted tuple's key (the key has no direction), so that it is
+ * held, shipped or dropped with that connection. Read from the packet:
+ * the quoted IPv4 header follows the 8-byte ICMP header. */
+static __always_inline void nt_conn_view_icmp(struct nt_conn_view *v, const struct nt_event *e, struct sk_buff *skb,
+					      bool use_data, bool direct)
+{
+	unsigned char *head;
+	struct nt_tuple q = {};
+	__u8 ip[20], ports[4];
+	__u32 off;
+
+	if (!skb || e->tuple.proto != IPPROTO_ICMP || e->tuple.ipv6 || !nt_icmp_quotes(e->tuple.sport >> 8))
+		return;
+	head = NT_RD(direct, skb, head);
+	off = nt_l3_offset(skb, head, use_data, direct);
+	if (bpf_probe_read_kernel(ip, 1, head + off))
+		return;
+	off += (ip[0] & 0xf) * 4 + 8;
+	if (bpf_probe_read_kernel(ip, sizeof(ip), head + off) || ip[9] != IPPROTO_TCP)
+		return;
+	off += (ip[0] & 0xf) * 4;
+	if (bpf_probe_read_kernel(ports, sizeof(ports), head + off))
+		return;
+	q.proto = IPPROTO_TCP;
+	__builtin_memcpy(&q.saddr[0], &ip[12], 4);
+	__builtin_memcpy(&q.daddr[0], &ip[16], 4);
+	q.sport = ports[0] << 8 | ports[1];
+	q.dport = ports[2] << 8 | ports[3];
+	nt_conn_key(&v->pkt, &q);
+	v->keys = NT_VIEW_PKT;
+	v->gated = 1;
+	v->unbound = 0;
+	v->quoted = 1;
 }
 
 enum nt_gate_verdict {
@@ -289,22 +333,41 @@ static __always_inline void nt_gate_end(struct nt_conn *c, struct nt_held_key *k
 /* Decides what becomes of a record whose connection v views: shipped, held
  * (at g->key), or dropped as a healthy connection's. failure: its point
  * judged it evidence of failure. The counters count records. */
-static __always_inline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, struct nt_gate_scratch *g,
-						    bool failure)
+static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, struct nt_gate_scratch *g, bool failure)
 {
 	bool syn = (v->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 	struct nt_conn *c;
 
 	if (!v->gated || !(v->keys & NT_VIEW_PKT))
 		return NT_GATE_SHIP;
+	/* A connect's first state change, before its port was chosen, names
+	 * no connection yet: every connection of a client to one service
+	 * would share its key. Dropped, and counted with the healthy: no rule
+	 * rests on it, and the socket's later events (with its port) join the
+	 * flow as it did. */
+	if (v->unbound && !failure) {
+		nt_gate_count(NT_GATE_DISCARDED, 1);
+		return NT_GATE_DROP;
+	}
 	c = nt_conn_of(v, g, failure ? NT_CONN_SHIPPING : NT_CONN_HOLDING);
 	if (!c)
 		return NT_GATE_SHIP;
-	/* The tuple's next connection (a client port reused). */
-	if (c->state == NT_CONN_ENDED && syn && !failure)
+	/* The tuple's next connection (a client port reused): a SYN after the
+	 * last one ended, or after its handshake was answered (it may have
+	 * ended unseen). What a healthy one still held is dropped. A SYN sent
+	 * again before any answer stays its connection's. */
+	if (syn && !failure &&
+	    (c->state == NT_CONN_ENDED ||
+	     ((c->seen & NT_SEEN_SYNACK) && (c->syn_skb != v->skb || c->syn_seen != v->skb_seen)))) {
+		if (c->state == NT_CONN_HOLDING)
+			nt_gate_count(NT_GATE_DISCARDED, nt_gate_drop_held(c, &g->key));
 		nt_conn_begin(c, NT_CONN_HOLDING);
-	if (c->state == NT_CONN_SHIPPING)
+	}
+	if (c->state == NT_CONN_SHIPPING) {
+		if ((v->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == (TCP_FLAG_SYN | TCP_FLAG_ACK))
+			c->seen |= NT_SEEN_SYNACK;
 		return NT_GATE_SHIP;
+	}
 	if (c->state == NT_CONN_ENDED) {
 		if (!failure && !v->invalid) {
 			nt_gate_count(NT_GATE_DISCARDED, 1);
@@ -348,7 +411,7 @@ static __always_inline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v
 /* Holds a record built in value (a struct nt_held) at g->key. A connection
  * that showed trouble on another CPU meanwhile may have shipped its held
  * records without this one: then it is counted missing. */
-static __always_inline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate_scratch *g, void *value)
+static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate_scratch *g, void *value)
 {
 	struct nt_conn *c;
 

@@ -354,7 +354,9 @@ struct nt_conn_view {
 	__u8 tcp_flags; /* of every packet step */
 	__u8 invalid;   /* conntrack judged a packet INVALID */
 	__u8 gated;     /* 0: not an IPv4 TCP connection's, shipped */
-	__u8 _pad[4];
+	__u8 unbound;   /* a socket's event before its port was chosen */
+	__u8 quoted;    /* an ICMP error: pkt is the quoted packet's */
+	__u8 _pad[2];
 };
 
 #define NT_VIEW_PKT 0x01

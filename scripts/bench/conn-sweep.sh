@@ -15,6 +15,10 @@
 #   json      nettrace watch -o json
 #   json-all  nettrace watch -o json --events --timelines all (everything)
 #   record    nettrace record -w FILE
+#   flight    nettrace record --flight DIR --keep 50 (the DaemonSet's recorder)
+#   flight-count  the same with --healthy count (the kernel holds healthy
+#             connections' records and ships only the failing ones')
+#   count     nettrace watch --healthy count (text)
 # and, with BASELINE=path/to/an/older/nettrace, base-MODE for each nettrace
 # mode in MODES, run by that build in the same rounds.
 # Incident 1's client connects once in every round: its fault must be named
@@ -26,7 +30,12 @@
 # markdown table: connection rate (median of the rounds) and its ratio to
 # no tracer, kernel records and events per connection (a record carries a
 # packet's journey: several events), events lost and shed, flows marked
-# incomplete, the fault's findings, false findings.
+# incomplete, the fault's findings, false findings; nettrace's own CPU
+# (user and system, from /proc) per connection; with --healthy count the
+# connections the kernel kept and the ones it shipped on trouble; with
+# BPF_STATS=1 the kernel's BPF time per connection (kernel.bpf_stats_enabled
+# during the traffic: every mode then pays the statistics' cost, the floor
+# and tcpdump's included).
 #
 # Usage: scripts/bench/conn-sweep.sh [ROUNDS] [SECONDS] [RATES...]   (root)
 #   defaults: 1 round, 5 s, rates 100 500 1000 2000 full
@@ -43,8 +52,10 @@ if [ -n "${BASELINE:-}" ]; then
 		case $m in none | tcpdump | floor) ;; *) MODES+=("base-$m") ;; esac
 	done
 fi
+STATS_WAS=$(sysctl -n kernel.bpf_stats_enabled)
 bench_cleanup() {
 	reap "${TRACER:-}"
+	sysctl -qw kernel.bpf_stats_enabled="$STATS_WAS"
 }
 . scripts/bench/conn-path.sh
 FLOOR=$OUT/floor
@@ -68,11 +79,28 @@ start_tracer() {
 	json) "$NETTRACE" watch "${args[@]}" -o json >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	json-all) "$NETTRACE" watch "${args[@]}" -o json --events --timelines all >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	record) "$NETTRACE" record "${args[@]}" -w "$OUT/r.ntrace" >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	flight) "$NETTRACE" record "${args[@]}" --flight "$OUT/flight" --keep 50 >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	flight-count) "$NETTRACE" record "${args[@]}" --flight "$OUT/flight" --keep 50 --healthy count >"$OUT/stdout" 2>"$OUT/stderr" & ;;
+	count) "$NETTRACE" watch "${args[@]}" --healthy count >"$OUT/stdout" 2>"$OUT/stderr" & ;;
 	esac
 	TRACER=$!
 	for _ in $(seq 200); do [ -f "$OUT/ready" ] && return; sleep 0.1; done
 	echo "tracer did not start: $(cat "$OUT/stderr")" >&2
 	exit 1
+}
+
+# tracer_cpu prints the seconds of CPU (user and system) the tracer has
+# used, 0 without one.
+tracer_cpu() {
+	[ -n "${TRACER:-}" ] && [ -r "/proc/$TRACER/stat" ] || { echo 0; return; }
+	awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$TRACER/stat"
+}
+
+# bpf_ns prints the run time of every BPF program so far (ns), with
+# BPF_STATS=1; 0 otherwise.
+bpf_ns() {
+	[ "${BPF_STATS:-0}" = 1 ] || { echo 0; return; }
+	bpftool prog show -j | python3 -c 'import json,sys; print(sum(p.get("run_time_ns", 0) for p in json.load(sys.stdin)))'
 }
 
 stop_tracer() {
@@ -81,7 +109,7 @@ stop_tracer() {
 		wait "$TRACER" 2>/dev/null || true
 		TRACER=
 	fi
-	rm -f "$OUT/t.pcap" "$OUT/r.ntrace"
+	rm -rf "$OUT/t.pcap" "$OUT/r.ntrace" "$OUT/flight"
 }
 
 # settle waits until the connections of the mode before have left the
@@ -111,11 +139,18 @@ for rate in "${RATES[@]}"; do
 			fault=$!
 			pace=$rate
 			[ "$rate" = full ] && pace=0
+			cpu0=$(tracer_cpu)
+			[ "${BPF_STATS:-0}" = 1 ] && sysctl -qw kernel.bpf_stats_enabled=1
+			ns0=$(bpf_ns)
 			cps=$(ip netns exec ntlab-q1 "$CONNRATE" -addr 10.96.0.99:9000 -d "${SECS}s" -workers 8 -rate "$pace" 2>"$OUT/failed")
+			ns1=$(bpf_ns)
+			[ "${BPF_STATS:-0}" = 1 ] && sysctl -qw kernel.bpf_stats_enabled=0
+			cpu1=$(tracer_cpu)
 			wait "$fault"
 			stop_tracer
 			failed=$(grep -o '[0-9]* connections failed' "$OUT/failed" | cut -d' ' -f1 || true)
-			python3 scripts/bench/sweep-round.py "$m" "$rate" "$cps" "${failed:-0}" "$SECS" "$OUT/stdout" "$OUT/stderr" >>"$OUT/results"
+			python3 scripts/bench/sweep-round.py "$m" "$rate" "$cps" "${failed:-0}" "$SECS" "$OUT/stdout" "$OUT/stderr" \
+				"$(python3 -c "print($cpu1 - $cpu0)")" "$((ns1 - ns0))" >>"$OUT/results"
 			tail -1 "$OUT/results" >&2
 		done
 	done

@@ -1,0 +1,118 @@
+package test
+
+import (
+	"slices"
+	"testing"
+)
+
+// gatedScenarios are the incidents run with the kernel gate: the seeded
+// ones with a twin (the stale RETURN, SYNs dropped at the listener, the
+// stale hostPort DNAT, the load balancer's hairpin) and the one whose
+// trouble only conntrack sees (INVALID).
+var gatedScenarios = []string{"snat-missing", "syn-overflow", "stale-hostport", "hairpin", "conntrack-invalid"}
+
+// The DaemonSet's always-on mode (--healthy count, no filter, every
+// namespace) beside the busy lab's background traffic: the kernel holds
+// each TCP connection's records while it looks healthy. A faulty incident
+// must pass the very check the shipping mode passes (its failing
+// connection shipped whole: what was held, then the rest); on the healthy
+// twin nothing is named, and the background's healthy connections stay in
+// the kernel, counted, at most the few that showed trouble reaching user
+// space.
+func TestBusyLabHealthyCount(t *testing.T) {
+	for _, c := range scenarioChecks {
+		if !slices.Contains(gatedScenarios, c.scenario) {
+			continue
+		}
+		twins(t, c.scenario, func(t *testing.T, name string, healthy bool) {
+			r := runLab(t, name, "", runOptions{noise: true, allNetns: true}, "--ring-size", "67108864", "--healthy", "count")
+			gate := gateOf(t, r.summary)
+			t.Logf("gate: %v", gate)
+			if gate["connections_healthy"] == 0 {
+				t.Errorf("the kernel kept no healthy connection: %v", gate)
+			}
+			if gate["records_missing"] > 0 {
+				t.Errorf("%.0f held records missing with room for every one (--held's default)", gate["records_missing"])
+			}
+			requireBackgroundKept(t, r, gate)
+			r = r.inLab(t).withoutTrueFaults(t)
+			if healthy {
+				for _, x := range r.explanations {
+					t.Errorf("false positive on the healthy twin: %s: %s%s", x.Rule, x.Summary, r.flowOf(x))
+				}
+				return
+			}
+			c.check(t, r, false)
+		})
+	}
+}
+
+// requireBackgroundKept requires that the background's TCP connections
+// stayed in the kernel: at most those that showed trouble (the gate's
+// triggered count) reached user space as flows.
+func requireBackgroundKept(t *testing.T, r labRun, gate map[string]float64) {
+	t.Helper()
+	if r.noise == nil || r.noise.TCPConns == 0 {
+		t.Fatalf("no background connections were made: %v", r.noise)
+	}
+	shipped := 0
+	for _, f := range r.flows {
+		if len(noiseClients(f)) > 0 {
+			shipped++
+		}
+	}
+	t.Logf("%d of %d background connections shipped as flows; %s", shipped, r.noise.TCPConns, r.noise)
+	if float64(shipped) > gate["connections_triggered"] {
+		t.Errorf("%d background connections reached user space, %.0f showed trouble: a healthy one was shipped", shipped, gate["connections_triggered"])
+	}
+	if kept := gate["connections_healthy"]; kept < float64(r.noise.TCPConns-r.noise.TCPFailed)/2 {
+		t.Errorf("the kernel kept %.0f connections, of %d healthy background ones", kept, r.noise.TCPConns-r.noise.TCPFailed)
+	}
+}
+
+// With room for one held record, the connections evict each other's: the
+// faulty one, when it shows trouble, lacks what it held. What is missing
+// marks the flows open meanwhile incomplete. The incident may still be
+// named from what is left: by the drop of its reply (present), or, where
+// its flow kept everything, by the SNAT it lacked; the finding that
+// rests on an absence is never drawn from an incomplete flow, and nothing
+// else is named.
+func TestHealthyCountEvicted(t *testing.T) {
+	r := runLab(t, "snat-missing", "", runOptions{noise: true, allNetns: true}, "--ring-size", "67108864", "--healthy", "count", "--held", "1")
+	gate := gateOf(t, r.summary)
+	incomplete, _ := r.summary["flows_incomplete"].(float64)
+	t.Logf("gate: %v; %.0f flows incomplete", gate, incomplete)
+	if gate["records_missing"] == 0 {
+		t.Fatalf("no held record missing: the test evicted nothing (gate %v)", gate)
+	}
+	if incomplete == 0 {
+		t.Errorf("held records missing, no flow marked incomplete")
+	}
+	incompleteFlow := map[uint64]bool{}
+	for _, f := range r.flows {
+		incompleteFlow[f.ID] = f.Incomplete
+	}
+	r = r.inLab(t).withoutTrueFaults(t)
+	for _, x := range r.explanations {
+		switch {
+		case x.Rule == "reply-dropped-rpfilter":
+		case x.Rule == "snat-missing-on-tunnel" && !incompleteFlow[x.Flow.ID]:
+		default:
+			t.Errorf("a finding that rests on what the eviction took? %s (flow incomplete: %v): %s%s", x.Rule, incompleteFlow[x.Flow.ID], x.Summary, r.flowOf(x))
+		}
+	}
+}
+
+// gateOf is the summary's gate object; it fails the test when there is none.
+func gateOf(t *testing.T, summary map[string]any) map[string]float64 {
+	t.Helper()
+	g, ok := summary["gate"].(map[string]any)
+	if !ok {
+		t.Fatalf("no gate in the summary: %v", summary)
+	}
+	out := map[string]float64{}
+	for k, v := range g {
+		out[k], _ = v.(float64)
+	}
+	return out
+}
