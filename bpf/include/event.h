@@ -110,11 +110,15 @@ static __always_inline bool nt_socket_drop(__u32 r)
 
 /* Whether a drop is evidence of failure: any but a TCP socket's ordinary
  * drop of a segment without SYN (a SYN's drop always is, and a packet of
- * another protocol nobody listens for gets no reset to tell of it). */
+ * another protocol nobody listens for gets no reset to tell of it). A
+ * packet that made a conntrack entry never confirmed is its connection's
+ * first, whatever the reason (a clash's loser freed by nf_reinject has
+ * none). */
 static __always_inline bool nt_drop_failure(const struct nt_event *e)
 {
 	return e->tuple.proto != IPPROTO_TCP || (e->tuple.tcp_flags & TCP_FLAG_SYN) ||
-	       !nt_socket_drop(e->u.drop.reason);
+	       !nt_socket_drop(e->u.drop.reason) ||
+	       ((e->flags & NT_F_CT) && e->ct.ctinfo == IP_CT_NEW && !(e->ct.status & IPS_CONFIRMED));
 }
 
 /* Whether an event is healthy detail: a device hop or a route lookup. */
@@ -568,7 +572,7 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 	if (joined && nt_gate_on()) {
 		nt_conn_view_add(&j->conn, e, started);
 		if (started)
-			nt_conn_view_icmp(&j->conn, e, skb, use_data, direct);
+			nt_conn_view_packet(&j->conn, e, skb, use_data, direct);
 	}
 	if (!joined)
 		nt_count_lost(e->point);
@@ -614,7 +618,7 @@ static __always_inline bool nt_gated(struct nt_event *e, bool failure, struct sk
 	 * connection's first SYN's. */
 	nt_stamp(e);
 	nt_conn_view_add(&g->view, e, true);
-	nt_conn_view_icmp(&g->view, e, skb, use_data, direct);
+	nt_conn_view_packet(&g->view, e, skb, use_data, direct);
 	switch (nt_gate(&g->view, g, failure)) {
 	case NT_GATE_DROP:
 		return true;

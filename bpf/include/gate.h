@@ -106,18 +106,11 @@ static __always_inline bool nt_icmp_quotes(__u8 type)
  * takes the quoted tuple's key (the key has no direction), so that it is
  * held, shipped or dropped with that connection. Read from the packet:
  * the quoted IPv4 header follows the 8-byte ICMP header. */
-static __always_inline void nt_conn_view_icmp(struct nt_conn_view *v, const struct nt_event *e, struct sk_buff *skb,
-					      bool use_data, bool direct)
+static __always_inline void nt_conn_view_icmp(struct nt_conn_view *v, unsigned char *head, __u32 off)
 {
-	unsigned char *head;
 	struct nt_tuple q = {};
 	__u8 ip[20], ports[4];
-	__u32 off;
 
-	if (!skb || e->tuple.proto != IPPROTO_ICMP || e->tuple.ipv6 || !nt_icmp_quotes(e->tuple.sport >> 8))
-		return;
-	head = NT_RD(direct, skb, head);
-	off = nt_l3_offset(skb, head, use_data, direct);
 	if (bpf_probe_read_kernel(ip, 1, head + off))
 		return;
 	off += (ip[0] & 0xf) * 4 + 8;
@@ -136,6 +129,40 @@ static __always_inline void nt_conn_view_icmp(struct nt_conn_view *v, const stru
 	v->gated = 1;
 	v->unbound = 0;
 	v->quoted = 1;
+}
+
+/* A SYN's sequence number, which tells a SYN sent again (the same) from
+ * the next connection on a reused port (another). */
+static __always_inline void nt_conn_view_seq(struct nt_conn_view *v, unsigned char *head, __u32 off)
+{
+	__u8 ihl;
+	__be32 seq;
+
+	if (bpf_probe_read_kernel(&ihl, 1, head + off) ||
+	    bpf_probe_read_kernel(&seq, sizeof(seq), head + off + (ihl & 0xf) * 4 + 4))
+		return;
+	v->syn_seq = bpf_ntohl(seq);
+	v->syn_seq_known = 1;
+}
+
+/* What the view of a record's first event reads from its packet: an ICMP
+ * error's quoted connection, a SYN's sequence number. Not for a packet
+ * inside a tunnel, whose headers at the network offset are the outer
+ * ones. */
+static __always_inline void nt_conn_view_packet(struct nt_conn_view *v, const struct nt_event *e,
+						struct sk_buff *skb, bool use_data, bool direct)
+{
+	unsigned char *head;
+
+	if (!skb || (e->flags & NT_F_INNER) || e->tuple.ipv6)
+		return;
+	if (e->tuple.proto == IPPROTO_ICMP && nt_icmp_quotes(e->tuple.sport >> 8)) {
+		head = NT_RD(direct, skb, head);
+		nt_conn_view_icmp(v, head, nt_l3_offset(skb, head, use_data, direct));
+	} else if (e->tuple.proto == IPPROTO_TCP && (e->tuple.tcp_flags & TCP_FLAG_SYN)) {
+		head = NT_RD(direct, skb, head);
+		nt_conn_view_seq(v, head, nt_l3_offset(skb, head, use_data, direct));
+	}
 }
 
 enum nt_gate_verdict {
@@ -321,6 +348,22 @@ static __always_inline bool nt_gate_trouble(const struct nt_conn *c, const struc
 	       ((v->tcp_flags & TCP_FLAG_RST) && !(c->seen & NT_SEEN_SYNACK));
 }
 
+/* Whether a SYN begins the tuple's next connection (a client port
+ * reused): the last one ended, or the SYN's sequence number is another
+ * than the first SYN's. Where either number is unknown, a SYN of another
+ * packet after the handshake was answered. A SYN sent again keeps its
+ * sequence number: it stays its connection's. */
+static __always_inline bool nt_gate_next_conn(const struct nt_conn *c, const struct nt_conn_view *v)
+{
+	if (c->state == NT_CONN_ENDED)
+		return true;
+	if (!(c->seen & NT_SEEN_SYN))
+		return false;
+	if ((c->seen & NT_SEEN_SEQ) && v->syn_seq_known)
+		return c->syn_seq != v->syn_seq;
+	return (c->seen & NT_SEEN_SYNACK) && (c->syn_skb != v->skb || c->syn_seen != v->skb_seen);
+}
+
 /* Ends a connection normally: what it held is dropped and counted, with
  * the record that ended it. */
 static __always_inline void nt_gate_end(struct nt_conn *c, struct nt_held_key *k)
@@ -356,9 +399,7 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 	 * last one ended, or after its handshake was answered (it may have
 	 * ended unseen). What a healthy one still held is dropped. A SYN sent
 	 * again before any answer stays its connection's. */
-	if (syn && !failure &&
-	    (c->state == NT_CONN_ENDED ||
-	     ((c->seen & NT_SEEN_SYNACK) && (c->syn_skb != v->skb || c->syn_seen != v->skb_seen)))) {
+	if (syn && !failure && nt_gate_next_conn(c, v)) {
 		if (c->state == NT_CONN_HOLDING)
 			nt_gate_count(NT_GATE_DISCARDED, nt_gate_drop_held(c, &g->key));
 		nt_conn_begin(c, NT_CONN_HOLDING);
@@ -387,6 +428,10 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 		c->syn_skb = v->skb;
 		c->syn_seen = v->skb_seen;
 		c->seen |= NT_SEEN_SYN;
+	}
+	if (syn && v->syn_seq_known && !(c->seen & NT_SEEN_SEQ)) {
+		c->syn_seq = v->syn_seq;
+		c->seen |= NT_SEEN_SEQ;
 	}
 	if ((v->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == (TCP_FLAG_SYN | TCP_FLAG_ACK))
 		c->seen |= NT_SEEN_SYNACK;

@@ -350,6 +350,9 @@ struct nt_conn_view {
 	struct nt_conn_key nat;
 	__u64 skb;
 	__u64 skb_seen;
+	__u32 syn_seq;  /* a SYN's sequence number, where read (syn_seq_known) */
+	__u8 syn_seq_known;
+	__u8 _pad_seq[3];
 	__u8 keys;      /* NT_VIEW_* */
 	__u8 tcp_flags; /* of every packet step */
 	__u8 invalid;   /* conntrack judged a packet INVALID */
@@ -372,12 +375,15 @@ enum nt_conn_state {
 /* nt_conn.seen */
 #define NT_SEEN_SYN 0x01
 #define NT_SEEN_SYNACK 0x02
+#define NT_SEEN_SEQ 0x04 /* syn_seq holds the first SYN's sequence number */
 
 struct nt_conn {
 	struct nt_conn_key root; /* an alias's connection; the entry's own key otherwise */
 	__u64 gid;               /* this use of the tuple: the held records' key */
 	__u64 syn_skb;           /* the first SYN's identity */
 	__u64 syn_seen;
+	__u32 syn_seq; /* and its sequence number, where read (NT_SEEN_SEQ) */
+	__u32 _pad_seq;
 	__u32 held;   /* records held so far (the next one's order) */
 	__u32 missed; /* records not held: past NT_HELD_PER_CONN, or after it ended */
 	__u8 alias;

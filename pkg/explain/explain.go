@@ -69,25 +69,28 @@ type Evidence struct {
 type Rule struct {
 	ID    string
 	Check func(f *flow.Flow, n Context) *Finding
+	// Triggers are what ships the rule's evidence past the kernel gate
+	// (triggers.go): each flow it fires on shows one of them.
+	Triggers []Trigger
 }
 
 // Rules in root-cause order: a rule earlier in the list explains the
 // evidence later rules would also see.
 var Rules = []Rule{
-	{"snat-missing-on-tunnel", snatMissingOnTunnel},
-	{"syn-dropped-at-listener", synDroppedAtListener},
-	{"bridge-hairpin-off", bridgeHairpinOff},
-	{"stale-conntrack-entry", staleConntrackEntry},
-	{"dnat-to-dead-endpoint", dnatToDeadEndpoint},
-	{"conntrack-invalid", conntrackInvalid},
-	{"reply-bypassed-nat", replyBypassedNAT},
-	{"conntrack-clash", conntrackClash},
-	{"conntrack-table-full", conntrackTableFull},
-	{"mtu-black-hole", mtuBlackHole},
-	{"dropped-by-netfilter", droppedByNetfilter},
-	{"no-listener", noListener},
-	{"reply-dropped-rpfilter", replyDroppedRPFilter},
-	{"no-reply", noReply},
+	{"snat-missing-on-tunnel", snatMissingOnTunnel, []Trigger{TriggerDrop, TriggerSYNAgain, TriggerSYNACKAgain}},
+	{"syn-dropped-at-listener", synDroppedAtListener, []Trigger{TriggerListener}},
+	{"bridge-hairpin-off", bridgeHairpinOff, []Trigger{TriggerDrop, TriggerSYNAgain}},
+	{"stale-conntrack-entry", staleConntrackEntry, []Trigger{Ungated}},
+	{"dnat-to-dead-endpoint", dnatToDeadEndpoint, []Trigger{TriggerDrop, TriggerSYNAgain}},
+	{"conntrack-invalid", conntrackInvalid, []Trigger{TriggerInvalid}},
+	{"reply-bypassed-nat", replyBypassedNAT, []Trigger{TriggerReset}},
+	{"conntrack-clash", conntrackClash, []Trigger{TriggerDrop}},
+	{"conntrack-table-full", conntrackTableFull, []Trigger{TriggerDrop}},
+	{"mtu-black-hole", mtuBlackHole, []Trigger{TriggerDrop}},
+	{"dropped-by-netfilter", droppedByNetfilter, []Trigger{TriggerDrop}},
+	{"no-listener", noListener, []Trigger{TriggerReset}},
+	{"reply-dropped-rpfilter", replyDroppedRPFilter, []Trigger{TriggerDrop}},
+	{"no-reply", noReply, []Trigger{TriggerSYNAgain, TriggerConnectGivenUp}},
 }
 
 // withheld says whether a finding is withheld from a flow: one that rests

@@ -54,6 +54,9 @@ func runRule(t *testing.T, check func(*flow.Flow, Context) *Finding, cases []rul
 		if len(fd.Evidence) == 0 {
 			t.Errorf("%s: no evidence", tc.name)
 		}
+		if rule := ruleOfCheck(check); rule != "" {
+			requireShipped(t, rule, flows[0])
+		}
 	}
 }
 
@@ -93,6 +96,7 @@ func explainOne(t *testing.T, tc explainCase) *Finding {
 	if fd == nil || fd.Rule != tc.want {
 		t.Fatalf("finding %+v, want %s", fd, tc.want)
 	}
+	requireShipped(t, fd.Rule, flows[0])
 	for _, fact := range tc.facts {
 		if !strings.Contains(fd.Summary, fact) {
 			t.Errorf("summary lacks %q: %s", fact, fd.Summary)

@@ -14,7 +14,7 @@ func TestSNATMissingOnTunnel(t *testing.T) {
 		{"incident 1", fixture.SNATMissing(false), true, []string{"DNATed to 10.244.2.10:8080 (pod default/web-2) in n1 OUTPUT",
 			"routed out of flannel.1 (VNI 1, remote VTEP 172.20.0.2)", "not SNATed", "source 172.20.0.1",
 			"came back on eth0", "rp_filter (IP_RPFILTER)", "never un-DNATed"}},
-		{"incident 1 without the reply", fixture.SNATMissing(false)[:9], true, []string{"no reply came back through the tunnel"}},
+		{"incident 1 without the reply", synAgain(fixture.SNATMissing(false)[:9]), true, []string{"no reply came back through the tunnel"}},
 		{"healthy: SNATed to the tunnel address", fixture.SNATMissing(true), false, nil},
 		{"SNATed, reply not seen (yet)", fixture.SNATMissing(true)[:9], false, nil},
 		{"DNAT without a tunnel", fixture.SYNOverflow(true), false, nil},
@@ -51,4 +51,12 @@ func TestSNATMissingOnTunnelNamesTheFilterRule(t *testing.T) {
 	if len(fd.NetfilterRules) == 0 || fd.NetfilterRules[len(fd.NetfilterRules)-1].Table != "raw" {
 		t.Errorf("the filter rule is not among the finding's rules: %+v", fd.NetfilterRules)
 	}
+}
+
+// synAgain adds the SYN sent again a second later: what a connection with
+// no reply shows, and what ships it past the kernel gate.
+func synAgain(evs []event.Event) []event.Event {
+	again := evs[1]
+	again.Skb, again.Time = again.Skb+0x1000, again.Time+1_000_000_000
+	return append(evs, again)
 }
