@@ -7,16 +7,27 @@
  * order, then everything after it, as without the gate. Trouble is:
  * a record its point judges evidence of failure (a drop with a reason, a
  * listener's refusal, a reset refusing it, a SYN-ACK sent again, a connect
- * given up), a packet conntrack judged INVALID, a SYN sent again, and a
- * reset before the handshake completed. Whatever a connection in trouble
- * lacks (evicted, over its bound, dropped once it had ended) is counted
- * missing, which user space counts as lost: a flow open meanwhile is
- * incomplete, never the ground for a finding.
+ * given up), a packet conntrack judged INVALID, a SYN sent again (another
+ * packet, the same sequence number), and a reset before the handshake was
+ * answered. Whatever a connection in trouble lacks (evicted, over its
+ * bound, dropped once it had ended) is counted missing, which user space
+ * counts as lost: a flow open meanwhile is incomplete, never the ground for
+ * a finding that rests on an absence. pkg/explain's rules state which of
+ * these triggers carry their evidence (Rule.Triggers).
  *
  * A connection is known by the canonical tuples of its packets (struct
  * nt_conn_key): the first seen names it, and its other tuples (after NAT,
  * the entry's reply tuple; inside the tunnel on the other node) are aliases
- * of it, learnt from its conntrack entries as its records pass.
+ * of it, learnt from its conntrack entries as its records pass. An ICMP
+ * error goes with the connection it quotes. A SYN with another sequence
+ * number, or after the last connection ended, begins the tuple's next
+ * connection (a client port reused). A connect's first state change,
+ * before its port is chosen, is dropped: it names no connection yet.
+ *
+ * What the gate cannot show: a healthy connection's steps (it is a count);
+ * a connection that fails without any trigger (a reply lost after every
+ * hook, never retransmitted); the records still held when nettrace stops.
+ * IPv6, UDP and ICMP (but errors quoting TCP) are not held: they ship.
  */
 #ifndef NETTRACE_GATE_H
 #define NETTRACE_GATE_H

@@ -188,6 +188,9 @@ func TestBadInputFlagsInRange(t *testing.T) {
 		{"watch -C 10 without -w", []string{"watch", "-C", "10"}, exitUsage, "--file-size splits a recording: it needs -w FILE"},
 		{"watch -o yaml", []string{"watch", "-o", "yaml"}, exitUsage, `-o "yaml": want text or json`},
 		{"replay -o yaml", []string{"replay", "-o", "yaml", "good.ntrace"}, exitUsage, `-o "yaml": want text or json`},
+		{"record --healthy bogus", []string{"record", "--flight", ".", "--healthy", "bogus"}, exitUsage, `"bogus": want ship or count`},
+		{"watch --healthy count with a filter", []string{"watch", "--healthy", "count", "port 80"}, exitUsage, "--healthy count holds connections only with no filter"},
+		{"record --held 0", []string{"record", "--flight", ".", "--healthy", "count", "--held", "0"}, exitUsage, "--held 0: want at least 1"},
 	})
 }
 

@@ -168,11 +168,20 @@ window around its flow (--flight-before ahead of its first event,
 --flight-after past its last) is written to DIR, to a file named after the
 finding, its time and its flow; findings whose windows overlap share one
 file, and --keep bounds how many files there are. A healthy run writes
-nothing.`,
+nothing.
+
+To leave a recorder on for days with no filter (the DaemonSet's), add
+--healthy count: the kernel holds each IPv4 TCP connection's records while
+it looks healthy, ships them whole the moment it shows trouble (a drop, a
+SYN or SYN-ACK sent again, a refusal, a reset before the handshake, an
+INVALID verdict), and only counts it if it ends normally. A healthy
+connection then costs the node a count instead of a dozen records; the
+closing summary says how many were kept, and how many shipped.`,
 		Example: `  nettrace record -w incident.ntrace --duration 60s 'host 10.96.0.10'
   nettrace record -w /var/tmp/node.ntrace -C 100 -W 20 'port 30285'   # at most 20 files of 100 MB
   nettrace replay /var/tmp/node.ntrace.*
   nettrace record --flight /var/tmp/failures --keep 50 'port 30285'   # only each failure, with 10 s before and 5 s after
+  nettrace record --netns all --flight /var/lib/nettrace/flight --keep 50 --healthy count   # always on, every connection
   nettrace record -w incident.ntrace --rules 'host 10.96.0.10'
   nettrace replay incident.ntrace`,
 		RunE: func(cmd *cobra.Command, args []string) error {
