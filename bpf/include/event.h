@@ -373,6 +373,9 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
  * nt_held). */
 static __always_inline bool nt_journey_gated(struct nt_journey *j, __u64 len)
 {
+#ifndef NT_GATE
+	return false;
+#else
 	NT_GATE_SCRATCH(g);
 
 	if (!nt_gate_on() || !g)
@@ -387,6 +390,7 @@ static __always_inline bool nt_journey_gated(struct nt_journey *j, __u64 len)
 	default:
 		return false;
 	}
+#endif
 }
 
 /* Sends this CPU's pending journey as one record. Under overload a
@@ -569,11 +573,14 @@ static __always_inline bool nt_journey_take(struct nt_event *e, struct sk_buff *
 		nt_journey_start(j, skb, use_data, direct);
 		started = true;
 	}
+	(void)started; /* read by the gate only (NT_GATE) */
+#ifdef NT_GATE
 	if (joined && nt_gate_on()) {
 		nt_conn_view_add(&j->conn, e, started);
 		if (started)
 			nt_conn_view_packet(&j->conn, e, skb, use_data, direct);
 	}
+#endif
 	if (!joined)
 		nt_count_lost(e->point);
 	else if (e->point < NT_POINT_MAX)
@@ -608,6 +615,9 @@ static __always_inline bool nt_no_record(struct nt_event *e, bool failure, struc
 static __always_inline bool nt_gated(struct nt_event *e, bool failure, struct sk_buff *skb, bool use_data,
 				     bool direct)
 {
+#ifndef NT_GATE
+	return false;
+#else
 	NT_GATE_SCRATCH(g);
 	struct nt_held *h;
 	__u32 zero = 0;
@@ -646,6 +656,7 @@ static __always_inline bool nt_gated(struct nt_event *e, bool failure, struct sk
 	asm volatile("" ::: "memory");
 	*(volatile __u32 *)&h->busy = 0;
 	return true;
+#endif
 }
 
 /* Submits an event, evidence of failure or not as its point judges. The

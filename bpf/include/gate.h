@@ -35,6 +35,15 @@
 #include "maps.h"
 #include "parse.h"
 
+/* The gate is compiled in only with NT_GATE: its functions are BPF
+ * subprograms (inlined, they took the transmit site past the 32K
+ * instructions a jump reaches), and a kernel whose verifier sums every
+ * call's stack statically (6.1: the programs use 496 bytes, any call
+ * takes them past 512) refuses a program that merely contains a call. The
+ * loader builds each object twice (internal/probe/gen.go) and loads the
+ * gated one only for --healthy count. */
+#ifdef NT_GATE
+
 static __always_inline void nt_gate_count(__u32 stat, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&gate_stats, &stat);
@@ -480,5 +489,7 @@ static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate
 	if (c && c->gid == g->key.gid && c->state == NT_CONN_SHIPPING)
 		nt_gate_count(NT_GATE_MISSING, 1);
 }
+
+#endif /* NT_GATE */
 
 #endif

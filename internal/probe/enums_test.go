@@ -83,7 +83,7 @@ func sameValues(t *testing.T, enum string, bpf map[uint8]string, goName func(uin
 
 // The gate's counters are read by number (gate.go).
 func TestGateStatsMatchBPF(t *testing.T) {
-	spec, err := loadJourney()
+	spec, err := loadJourneyGate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,11 @@ const journeyFlushProgram = "journey_flush"
 // loadJourneyFlush loads the flush program. It is run, never attached:
 // nothing of it outlives the process.
 func (t *Tracer) loadJourneyFlush() error {
-	spec, err := loadJourney()
+	load := loadJourney
+	if t.gateOn() {
+		load = loadJourneyGate
+	}
+	spec, err := load()
 	if err != nil {
 		return fmt.Errorf("load BPF object: %w", err)
 	}

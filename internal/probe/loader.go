@@ -322,7 +322,11 @@ func (t *Tracer) attachPoint(p pointDef) (st Status) {
 	start := time.Now()
 	st.Point = p.name
 	defer func() { st.AttachMS = msSince(start) }()
-	spec, err := p.load()
+	load := p.load
+	if t.gateOn() {
+		load = p.loadGate
+	}
+	spec, err := load()
 	if err == nil {
 		err = t.configure(spec)
 	}

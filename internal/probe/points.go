@@ -47,9 +47,11 @@ type methodDef struct {
 }
 
 type pointDef struct {
-	name    string
-	load    func() (*ebpf.CollectionSpec, error)
-	methods []methodDef
+	name string
+	load func() (*ebpf.CollectionSpec, error)
+	// loadGate loads the object built with the kernel gate (gen.go).
+	loadGate func() (*ebpf.CollectionSpec, error)
+	methods  []methodDef
 }
 
 // natCandidates are the functions that bracket one NAT hook's translation
@@ -66,13 +68,13 @@ func hooked(method Method, candidates []string, names ...string) methodDef {
 }
 
 var points = []pointDef{
-	{name: "nat", load: loadNat, methods: []methodDef{
+	{name: "nat", load: loadNat, loadGate: loadNatGate, methods: []methodDef{
 		hooked(MethodFentry, natCandidates, "nat_fentry", "nat_fexit"),
 		hooked(MethodKprobe, natCandidates, "nat_kprobe", "nat_kretprobe"),
 		{method: MethodNetfilter, programs: []program{{name: nfProgramNames[nfBefore]}, {name: nfProgramNames[nfAfter]},
 			{name: nfProgramNames[nfWatch]}}},
 	}},
-	{name: "route", load: loadRoute, methods: []methodDef{
+	{name: "route", load: loadRoute, loadGate: loadRouteGate, methods: []methodDef{
 		{method: MethodFentry, programs: []program{
 			{name: "route_fexit", candidates: []string{"ip_route_me_harder"}},
 			{name: "route6_fexit", candidates: []string{"ip6_route_me_harder"}},
@@ -88,7 +90,7 @@ var points = []pointDef{
 			{name: "route_fib6_lookup", candidates: []string{"fib6_table_lookup"}},
 		}, requires: (*Tracer).rerouteLookupAttributable},
 	}},
-	{name: "vxlan", load: loadVxlan, methods: []methodDef{
+	{name: "vxlan", load: loadVxlan, loadGate: loadVxlanGate, methods: []methodDef{
 		{method: MethodFentry, programs: []program{
 			{name: "vxlan_fentry_xmit", candidates: []string{"vxlan_xmit"}},
 			{name: "vxlan_fentry_tunnel", candidates: []string{"udp_tunnel_xmit_skb"}},
@@ -101,7 +103,7 @@ var points = []pointDef{
 		}},
 		{method: MethodTpBTF, programs: []program{{name: "vxlan_xmit", candidates: []string{"net_dev_start_xmit"}, site: "xmit"}}},
 	}},
-	{name: "syn", load: loadSyn, methods: []methodDef{
+	{name: "syn", load: loadSyn, loadGate: loadSynGate, methods: []methodDef{
 		{method: MethodFentry, programs: []program{
 			{name: "syn_fentry", candidates: []string{"tcp_conn_request"}},
 			{name: "syn_fentry_queued", candidates: []string{"inet_csk_reqsk_queue_hash_add"}},
@@ -121,14 +123,14 @@ var points = []pointDef{
 			note:     "outcome where tcp_rcv_state_process consumes a SYN: queued if its SYN-ACK left first (seen at OUTPUT), else dropped"},
 		{method: MethodUser},
 	}},
-	{name: "drop", load: loadDrop, methods: []methodDef{
+	{name: "drop", load: loadDrop, loadGate: loadDropGate, methods: []methodDef{
 		{method: MethodTpBTF, programs: []program{
 			{name: "drop_kfree", candidates: []string{"kfree_skb"}},
 			{name: "drop_consume", candidates: []string{"consume_skb"}, site: "consume"},
 		}},
 		hooked(MethodTracepoint, []string{"skb/kfree_skb"}, "drop_kfree_tp"),
 	}},
-	{name: "dev", load: loadDev, methods: []methodDef{
+	{name: "dev", load: loadDev, loadGate: loadDevGate, methods: []methodDef{
 		{method: MethodTpBTF, programs: []program{
 			{name: "dev_rx", candidates: []string{"netif_receive_skb"}},
 			{name: "dev_tx", candidates: []string{"net_dev_start_xmit"}, site: "xmit"},
@@ -138,7 +140,7 @@ var points = []pointDef{
 			{name: "dev_tx_tp", candidates: []string{"net/net_dev_start_xmit"}},
 		}},
 	}},
-	{name: "tcp", load: loadTcp, methods: []methodDef{
+	{name: "tcp", load: loadTcp, loadGate: loadTcpGate, methods: []methodDef{
 		{method: MethodTpBTF, programs: []program{
 			{name: "tcp_synack_retrans", candidates: []string{"tcp_retransmit_synack"}},
 			{name: "tcp_rst_sent", candidates: []string{"tcp_send_reset"}},

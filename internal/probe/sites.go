@@ -52,7 +52,11 @@ func (t *Tracer) attachSites() {
 }
 
 func (t *Tracer) attachSite(s site, handlers []siteHandler) error {
-	spec, err := loadSites()
+	load := loadSites
+	if t.gateOn() {
+		load = loadSitesGate
+	}
+	spec, err := load()
 	if err != nil {
 		return fmt.Errorf("load BPF object: %w", err)
 	}
