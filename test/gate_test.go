@@ -2,6 +2,7 @@ package test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -118,6 +119,34 @@ func TestHealthyCountEvicted(t *testing.T) {
 			t.Errorf("a finding that rests on what the eviction took? %s (flow incomplete: %v): %s%s", x.Rule, incompleteFlow[x.Flow.ID], x.Summary, r.flowOf(x))
 		}
 	}
+}
+
+// --healthy count on whatever kernel runs the test: the gate runs, and
+// the incident's connection ships whole; or, where the verifier refuses
+// the gate's programs (Linux 6.1 refuses any BPF call from its 496-byte
+// programs), nettrace says so in the summary and records every
+// connection, and the incident is named just the same. Kernels from 6.12
+// accept the gate: a refusal there is a regression.
+func TestHealthyCountOnThisKernel(t *testing.T) {
+	i := slices.IndexFunc(scenarioChecks, func(c scenarioCheck) bool { return c.scenario == "snat-missing" })
+	r := runLab(t, "snat-missing", "", runOptions{allNetns: true}, "--healthy", "count")
+	gate := gateOf(t, r.summary)
+	refused, _ := r.summary["gate"].(map[string]any)["refused"].(string)
+	t.Logf("gate: %v; refused: %q", gate, refused)
+	switch {
+	case refused != "" && kernelAtLeast(t, 6, 12):
+		t.Errorf("the gate refused on a kernel that accepts it: %s", refused)
+	case refused != "":
+		if !strings.Contains(refused, "verifier") {
+			t.Errorf("the gate did not run, and the summary does not say the verifier refused it: %s", refused)
+		}
+		if gate["records_held"] != 0 || gate["connections_triggered"] != 0 {
+			t.Errorf("the gate counted while refused: %v", gate)
+		}
+	case gate["connections_triggered"] == 0:
+		t.Errorf("the gate ran and no connection showed trouble: %v", gate)
+	}
+	scenarioChecks[i].check(t, r.inLab(t).withoutTrueFaults(t), false)
 }
 
 // gateOf is the summary's gate object; it fails the test when there is none.

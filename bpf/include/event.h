@@ -11,32 +11,7 @@
 #include "parse.h"
 #include "gate.h"
 
-static __always_inline struct nt_event *nt_event_take(void)
-{
-	__u32 key = 0;
-	struct nt_event_slots *s = bpf_map_lookup_elem(&event_slots, &key);
-	__u32 d;
-
-	if (!s)
-		return NULL;
-	d = s->depth;
-	if (d >= NT_EVENT_DEPTH)
-		return NULL;
-	s->depth = d + 1;
-	return &s->ev[d & (NT_EVENT_DEPTH - 1)];
-}
-
-static __always_inline void nt_event_give(struct nt_event **e)
-{
-	__u32 key = 0;
-	struct nt_event_slots *s;
-
-	if (!*e)
-		return;
-	s = bpf_map_lookup_elem(&event_slots, &key);
-	if (s && s->depth)
-		s->depth--;
-}
+NT_SLOT_STACK(event, struct nt_event, event_slots, NT_EVENT_DEPTH)
 
 /* Declares e, an event slot given back when e goes out of scope (NULL:
  * none free, the observation is not made). */

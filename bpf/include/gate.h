@@ -198,32 +198,7 @@ static __always_inline bool nt_gate_on(void)
 	return healthy_count && filter_len == 0;
 }
 
-static __always_inline struct nt_gate_scratch *nt_gate_take(void)
-{
-	__u32 key = 0;
-	struct nt_gate_slots *s = bpf_map_lookup_elem(&gate_slots, &key);
-	__u32 d;
-
-	if (!s)
-		return NULL;
-	d = s->depth;
-	if (d >= NT_GATE_DEPTH)
-		return NULL;
-	s->depth = d + 1;
-	return &s->slot[d & (NT_GATE_DEPTH - 1)];
-}
-
-static __always_inline void nt_gate_give(struct nt_gate_scratch **g)
-{
-	__u32 key = 0;
-	struct nt_gate_slots *s;
-
-	if (!*g)
-		return;
-	s = bpf_map_lookup_elem(&gate_slots, &key);
-	if (s && s->depth)
-		s->depth--;
-}
+NT_SLOT_STACK(gate, struct nt_gate_scratch, gate_slots, NT_GATE_DEPTH)
 
 /* Declares g, a gate slot given back when g goes out of scope (NULL: none
  * free, the record ships). */

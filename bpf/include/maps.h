@@ -244,8 +244,40 @@ struct {
 	__type(value, struct nt_held);
 } held_scratch SEC(".maps");
 
+/* Declares nt_<name>_take and nt_<name>_give over a per-CPU stack of
+ * slots: map's one entry is a struct with depth and slot[max] (max a power
+ * of two). Programs nest on one CPU (a softirq's inside a process's, an
+ * NMI's inside any): each takes the next slot and gives it back before the
+ * one it interrupted resumes. take returns NULL when all are taken. */
+#define NT_SLOT_STACK(name, type, map, max)                                  \
+	static __always_inline type *nt_##name##_take(void)                  \
+	{                                                                    \
+		__u32 key = 0, d;                                            \
+		typeof(map.value) s = bpf_map_lookup_elem(&map, &key);       \
+                                                                             \
+		if (!s)                                                      \
+			return NULL;                                         \
+		d = s->depth;                                                \
+		if (d >= (max))                                              \
+			return NULL;                                         \
+		s->depth = d + 1;                                            \
+		return &s->slot[d & ((max) - 1)];                            \
+	}                                                                    \
+                                                                             \
+	static __always_inline void nt_##name##_give(type **slot)            \
+	{                                                                    \
+		__u32 key = 0;                                               \
+		typeof(map.value) s;                                         \
+                                                                             \
+		if (!*slot)                                                  \
+			return;                                              \
+		s = bpf_map_lookup_elem(&map, &key);                         \
+		if (s && s->depth)                                           \
+			s->depth--;                                          \
+	}
+
 /* What the gate works in, off the 512-byte stack: a slot per program
- * nested on a CPU, taken and given back as event slots are (as deep). */
+ * nested on a CPU (NT_SLOT_STACK), as deep as event slots. */
 #define NT_GATE_DEPTH 4
 
 struct nt_gate_scratch {
@@ -276,17 +308,15 @@ struct {
 	__type(value, __u64);
 } gate_stats SEC(".maps");
 
-/* Events are built in a per-CPU slot, not on the stack: with addresses of
- * either family an event takes most of the 512-byte BPF stack. Programs
- * nest on one CPU (a softirq's inside a process's, an NMI's inside any):
- * each takes the next slot and gives it back before the one it
- * interrupted resumes. */
+/* Events are built in a per-CPU slot (NT_SLOT_STACK), not on the stack:
+ * with addresses of either family an event takes most of the 512-byte BPF
+ * stack. */
 #define NT_EVENT_DEPTH 4
 
 struct nt_event_slots {
 	__u32 depth;
 	__u32 _pad;
-	struct nt_event ev[NT_EVENT_DEPTH];
+	struct nt_event slot[NT_EVENT_DEPTH];
 };
 
 struct {

@@ -232,6 +232,9 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 		}
 		log.Warn().Str("point", s.Point).Msg("unavailable: " + strings.Join(why, "; "))
 	}
+	if err := c.tr.GateRefused(); err != nil {
+		log.Warn().Msg("--healthy count: " + err.Error())
+	}
 	log.Info().Int("namespaces", len(c.targets)).Str("filter", c.expr).Dur("attach", c.tr.AttachTime).Msg("watching")
 	host, _ := os.Hostname()
 	mono, wall, anchorErr, err := kernel.ClockAnchor()
@@ -448,12 +451,15 @@ func (c *capture) finish(p *engine.Pipeline, d time.Duration) {
 		c.tracer.Sync()
 		c.tracer.Close()
 	}
-	if c.tr.GateOn() {
+	switch {
+	case c.tr.GateOn():
 		if g, err := c.tr.Gate(); err != nil {
 			log.Warn().Err(err).Msg("the gate's counters unavailable")
 		} else {
 			p.GateCounted(g)
 		}
+	case c.tr.GateRefused() != nil:
+		p.GateCounted(event.GateCounts{Refused: c.tr.GateRefused().Error()})
 	}
 	p.Finish(lost, shed, d)
 	if c.tracer != nil && (c.tracer.Lost() > 0 || c.unrecorded.Load() > 0) {

@@ -75,7 +75,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.DurationVar(&f.flight.After, "flight-after", 5*time.Second, "flight recorder: events kept after a finding's flow")
 	fl.IntVar(&f.flight.Keep, "keep", 20, "flight recorder: keep only the newest this many files (0: all)")
 	fl.BoolVar(&f.all, "all-packets", false, "report every data and ACK segment of established TCP connections (by default: only their drops)")
-	fl.Var(&f.healthy, "healthy", "what a healthy TCP connection costs, with no filter: ship (every record reaches nettrace) or count (the kernel holds a connection's records while it looks healthy, ships them whole if it shows trouble, and only counts it if it ends normally; needs Linux 6.12 or later)")
+	fl.Var(&f.healthy, "healthy", "what a healthy TCP connection costs, with no filter: ship (every record reaches nettrace) or count (the kernel holds a connection's records while it looks healthy, ships them whole if it shows trouble, and only counts it if it ends normally; needs Linux 6.12 or later: an older verifier refuses it, and every record ships, with a warning)")
 	fl.Uint32Var(&f.held, "held", probe.DefaultHeldRecords, "with --healthy count: records the kernel holds at once (about 4.9 KB of kernel memory each); past it the oldest go, and a connection in trouble that lacks them is incomplete")
 	fl.StringVar(&netns.CNICacheDir, "cni-cache", netns.CNICacheDir, "where libcni keeps each sandbox's network (containerd, CRI-O, podman): namespaces of Kubernetes pods are named after their pod from it (pod:NAMESPACE/NAME)")
 	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")

@@ -147,7 +147,9 @@ func WriteSummary(w io.Writer, s Summary) {
 		fmt.Fprintf(w, "; %d flows incomplete (records lost or shed while they were open: no finding drawn from what they lack)", s.Incomplete)
 	}
 	fmt.Fprintln(w)
-	if g := s.Gate; g != nil {
+	if g := s.Gate; g != nil && g.Refused != "" {
+		fmt.Fprintf(w, "nettrace: --healthy count did not run: %s\n", g.Refused)
+	} else if g != nil {
 		fmt.Fprintf(w, "nettrace: kept in the kernel: %d healthy connections ended normally, their %d records never shipped; %d connections showed trouble and shipped their %d held records",
 			g.Healthy, g.Discarded, g.Triggered, g.Released)
 		if g.Missing > 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 )
 
@@ -20,8 +21,10 @@ const gateConns = 65536
 
 // gateOn says whether the kernel gate runs: asked for, and no filter (a
 // filter's connections are traced whole).
-func (t *Tracer) gateOn() bool {
-	return t.opts.HealthyCount && (t.opts.Filter == nil || len(t.opts.Filter.Insns) == 0)
+func (t *Tracer) gateOn() bool { return gateAsked(t.opts) }
+
+func gateAsked(opts Options) bool {
+	return opts.HealthyCount && (opts.Filter == nil || len(opts.Filter.Insns) == 0)
 }
 
 func (t *Tracer) gateFlag() uint32 {
@@ -84,3 +87,39 @@ func (t *Tracer) Gate() (event.GateCounts, error) {
 
 // GateOn says whether the kernel holds healthy connections' records.
 func (t *Tracer) GateOn() bool { return t.gateOn() }
+
+// GateRefused says why the gate asked for does not run: this kernel's
+// verifier refused its programs. Nil when it runs, or was not asked for.
+func (t *Tracer) GateRefused() error { return t.gateRefused }
+
+// reopenWithoutGate opens the points again without the gate when the
+// verifier refused some gated program (gated is that attempt, and err its
+// failure if nothing attached), and keeps whichever attempt observes more:
+// the gate's functions are BPF subprograms, and verifiers before Linux
+// 6.12 (measured on 6.1) count a call's stack on top of its caller's 496
+// bytes and refuse every program with a call ("combined stack size ...
+// Too large"). Recording every connection is the mode the gate only
+// makes cheaper: no finding is lost, the cost is said.
+func reopenWithoutGate(gated *Tracer, err error, opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, error) {
+	reason := "no point attached with it"
+	if gated != nil {
+		reason = gated.verifierRefusal
+	} else if err != nil {
+		reason = err.Error()
+	}
+	plain := opts
+	plain.HealthyCount = false
+	t, perr := open(plain, facts, syms)
+	if perr != nil || (gated != nil && t.activePoints() <= gated.activePoints()) {
+		if t != nil {
+			t.Close()
+		}
+		// The gate was not what the kernel refused.
+		return gated, err
+	}
+	if gated != nil {
+		gated.Close()
+	}
+	t.gateRefused = fmt.Errorf("this kernel's verifier refused the gate's programs (%s); every connection is recorded, as with --healthy ship", reason)
+	return t, nil
+}

@@ -117,15 +117,28 @@ type Tracer struct {
 	cpus         int
 	// missingKfuncs are the weak kfuncs this kernel lacks (kfunc.go).
 	missingKfuncs []string
+	// verifierRefusal is the first program the verifier refused, in its
+	// words; gateRefused why the gate asked for does not run (gate.go).
+	verifierRefusal string
+	gateRefused     error
 }
 
 // Open loads and attaches every observation point it can. It fails only
 // when nothing can be observed at all (no privileges, no BTF, BPF refused).
+// A gate the kernel refuses (gate.go) is given up for the points it cost.
 func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, error) {
-	start := time.Now()
 	if !facts.BTF {
 		return nil, errors.New("this kernel has no BTF (/sys/kernel/btf/vmlinux): nettrace needs CONFIG_DEBUG_INFO_BTF=y")
 	}
+	t, err := open(opts, facts, syms)
+	if !gateAsked(opts) || (err == nil && t.verifierRefusal == "") {
+		return t, err
+	}
+	return reopenWithoutGate(t, err, opts, facts, syms)
+}
+
+func open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, error) {
+	start := time.Now()
 	t := &Tracer{opts: opts, facts: facts, syms: syms, maps: map[string]*ebpf.Map{},
 		siteHandlers: map[string][]siteHandler{}}
 	missing, err := missingKfuncs()
@@ -141,13 +154,7 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 		t.statuses = append(t.statuses, t.attachPoint(p))
 	}
 	t.attachSites()
-	active := 0
-	for _, s := range t.statuses {
-		if s.Active() && s.Method != MethodUser {
-			active++
-		}
-	}
-	if active == 0 {
+	if t.activePoints() == 0 {
 		t.Close()
 		return nil, fmt.Errorf("no observation point could be attached: %s", t.statuses[0].Skipped[0].Reason)
 	}
@@ -163,6 +170,17 @@ func Open(opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, erro
 	t.reader = rd
 	t.AttachTime = time.Since(start)
 	return t, nil
+}
+
+// activePoints counts the points attached in the kernel.
+func (t *Tracer) activePoints() int {
+	active := 0
+	for _, s := range t.statuses {
+		if s.Active() && s.Method != MethodUser {
+			active++
+		}
+	}
+	return active
 }
 
 // createMaps creates the shared maps from the journey object's
@@ -590,6 +608,11 @@ func (t *Tracer) explain(m Method, err error) error {
 	case errors.Is(err, btf.ErrNotFound):
 		return fmt.Errorf("not in this kernel's BTF: %w", err)
 	case errors.As(err, &ve):
+		// Kept for Open: a gated object the verifier refuses may be
+		// loadable without the gate (gate.go).
+		if t.verifierRefusal == "" {
+			t.verifierRefusal = strings.TrimSpace(firstLine(ve.Error()))
+		}
 		return fmt.Errorf("rejected by the verifier: %s", strings.TrimSpace(firstLine(ve.Error())))
 	}
 	return describeLoadError(err)

@@ -16,4 +16,8 @@ type GateCounts struct {
 	// bound, dropped after it ended, or lost on the way. User space counts
 	// them as lost: the flows open meanwhile are incomplete.
 	Missing uint64
+	// Refused says why the gate asked for did not run (this kernel's
+	// verifier refused it): every connection was recorded, the counts
+	// are zero.
+	Refused string
 }
