@@ -306,11 +306,21 @@ struct {
 	__type(value, __u8); /* whether conntrack runs there now */
 } conntrack_changed SEC(".maps");
 
+/* Wakes user space when a change is noted, so that it need not poll the
+ * map: what a record says is in conntrack_changed. A record that finds
+ * the ring full is not needed: the ones filling it wake the reader, which
+ * reads the map after them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} conntrack_wakeup SEC(".maps");
+
 static __always_inline void nat_conntrack_changed(__u32 netns, __u8 running)
 {
 	/* The first change stands until user space takes it: a later one
 	 * (conntrack started again) is retried by the next packet. */
-	bpf_map_update_elem(&conntrack_changed, &netns, &running, BPF_NOEXIST);
+	if (bpf_map_update_elem(&conntrack_changed, &netns, &running, BPF_NOEXIST) == 0)
+		bpf_ringbuf_output(&conntrack_wakeup, &netns, sizeof(netns), BPF_RB_FORCE_WAKEUP);
 }
 
 /* Whether conntrack is known not to run in net, for either family: a

@@ -23,6 +23,8 @@ type Source interface {
 	// device hops gathered into one record), so that every record made
 	// before it is in the ring buffer or counted lost.
 	Flush() error
+	// Wake interrupts a read waiting for records.
+	Wake()
 }
 
 // Completer adds to a kernel event what only user space knows (the syn
@@ -51,8 +53,9 @@ type Judge interface {
 	Expire(readTo uint64, final bool, emit func(*event.Event))
 }
 
-// Capture is one live run's read loop. It runs on one goroutine: the ring
-// buffer read wakes at least every tick for the periodic work (stop
+// Capture is one live run's read loop. It runs on one goroutine (and one
+// that wakes it on a stop signal): the ring buffer read wakes at least
+// every tick, or idle tick, for the periodic work (stop
 // conditions, judgements on a clock, idle flows, new namespaces, flushing
 // the recording, the status).
 type Capture struct {
@@ -76,6 +79,7 @@ type Capture struct {
 	undelivered uint64
 	counted     uint64
 	lastJudged  time.Time
+	stop        <-chan os.Signal // Stop, forwarded by watchStop
 	// translated holds the packet bytes of the hop being handed on, when
 	// a translation since its journey's start rewrote them.
 	translated []byte
@@ -91,10 +95,22 @@ const lossSlack = 50 * time.Millisecond
 // matters.
 const clockEvery = 64
 
-// tick is how often the periodic work runs, busy or idle, and the longest
-// a record waits in a quiet ring buffer: the kernel wakes the reader only
-// as records pile up (nt_wakeup), so an idle reader reads on this clock.
+// tick is how often the periodic work runs while records come, and the
+// longest a record waits in a quiet ring buffer then: the kernel wakes the
+// reader only as records pile up (nt_wakeup), so a quiet reader reads on
+// this clock.
 const tick = 100 * time.Millisecond
+
+// idleTick is the tick once idleAfter has passed with no record read: an
+// idle node pays the periodic work (a flush on every CPU, the loss
+// counters' reads, the garbage) once a second, not ten times, which was
+// most of an idle recorder's 1.1 % of a core. The first records after a
+// quiet second wait for it (at most idleTick); the next record read brings
+// tick back; a stop signal wakes the reader at once.
+const (
+	idleTick  = time.Second
+	idleAfter = time.Second
+)
 
 // CountLosses reads the kernel's loss counters and tells the pipeline
 // which window lost how many records, and how far losses are counted.
@@ -132,8 +148,11 @@ func (c *Capture) Run() error {
 	}
 	var rec ringbuf.Record
 	var ev event.Event
-	lastRescan, lastTick, readBy := now, now, time.Time{}
+	lastRescan, lastTick, lastRecord, readBy := now, now, now, time.Time{}
 	c.lastJudged = now
+	done := make(chan struct{})
+	defer close(done)
+	c.stop = c.watchStop(done)
 	stopping := false
 	for {
 		if !stopping {
@@ -149,8 +168,8 @@ func (c *Capture) Run() error {
 		case stopping:
 			// Drain what is already in the ring buffer, then stop.
 			c.Source.SetDeadline(now)
-		case readBy != lastTick.Add(tick):
-			readBy = lastTick.Add(tick)
+		case readBy != nextTick(lastTick, lastRecord, deadline):
+			readBy = nextTick(lastTick, lastRecord, deadline)
 			c.Source.SetDeadline(readBy)
 		}
 		err := c.Source.ReadInto(&rec)
@@ -164,6 +183,7 @@ func (c *Capture) Run() error {
 				continue
 			}
 			c.Pipeline.KernelRecord()
+			lastRecord = now
 			c.take(&ev, now)
 			c.takeHops(rec.RawSample, &ev, now)
 			// Flows end, held events expire and the recording is flushed
@@ -179,7 +199,7 @@ func (c *Capture) Run() error {
 				return c.Pipeline.err
 			}
 			continue
-		case errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
 		case errors.Is(err, ringbuf.ErrClosed):
 			stopping = true
 		default:
@@ -198,6 +218,35 @@ func (c *Capture) Run() error {
 	}
 }
 
+// nextTick is when a read waiting for records gives up for the periodic
+// work: a tick after the last, an idle tick once records stopped coming,
+// and never past the run's deadline.
+func nextTick(lastTick, lastRecord, deadline time.Time) time.Time {
+	next := lastTick.Add(tick)
+	if lastTick.Sub(lastRecord) >= idleAfter {
+		next = lastTick.Add(idleTick)
+	}
+	if !deadline.IsZero() && deadline.Before(next) {
+		return deadline
+	}
+	return next
+}
+
+// watchStop forwards a stop signal and wakes the read that may be waiting
+// a whole idle tick for records, until done.
+func (c *Capture) watchStop(done <-chan struct{}) <-chan os.Signal {
+	stop := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case s := <-c.Stop:
+			stop <- s
+			c.Source.Wake()
+		case <-done:
+		}
+	}()
+	return stop
+}
+
 // judge has the judge decide, at now, when the ring buffer was found
 // empty: every event until the kernel's time now was read, which it
 // returns. final judges everything pending.
@@ -214,7 +263,7 @@ func (c *Capture) judge(now time.Time, final bool) uint64 {
 // over or the event limit reached.
 func (c *Capture) stopDue(now, deadline time.Time) bool {
 	select {
-	case s := <-c.Stop:
+	case s := <-c.stop:
 		if c.Stopping != nil {
 			c.Stopping(s)
 		}

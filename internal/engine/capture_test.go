@@ -25,6 +25,7 @@ type recordSource struct {
 
 func (s *recordSource) SetDeadline(time.Time) {}
 func (s *recordSource) Flush() error          { return nil }
+func (s *recordSource) Wake()                 {}
 func (s *recordSource) Undelivered() (uint64, error) {
 	return s.lost, nil
 }
@@ -134,6 +135,27 @@ func TestCaptureReadsEveryRecord(t *testing.T) {
 		}
 		if stopped != (len(told) == 1) {
 			t.Errorf("stopped %v: told of %v", stopped, told)
+		}
+	}
+}
+
+// A quiet reader waits an idle tick, never past the run's deadline, and a
+// record read brings the tick back.
+func TestNextTick(t *testing.T) {
+	at := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name                 string
+		lastRecord, deadline time.Time
+		want                 time.Time
+	}{
+		{"records coming", at.Add(-tick), time.Time{}, at.Add(tick)},
+		{"quiet for less than idleAfter", at.Add(-idleAfter + time.Millisecond), time.Time{}, at.Add(tick)},
+		{"quiet", at.Add(-idleAfter), time.Time{}, at.Add(idleTick)},
+		{"quiet, deadline first", at.Add(-idleAfter), at.Add(idleTick / 2), at.Add(idleTick / 2)},
+		{"deadline before the tick", at, at.Add(tick / 2), at.Add(tick / 2)},
+	} {
+		if got := nextTick(at, c.lastRecord, c.deadline); !got.Equal(c.want) {
+			t.Errorf("%s: next tick %v after the last, want %v", c.name, got.Sub(at), c.want.Sub(at))
 		}
 	}
 }

@@ -531,7 +531,9 @@ func (t *Tracer) attachMethod(point string, base *ebpf.CollectionSpec, m methodD
 	if m.method == MethodNetfilter {
 		nf, err := newNetfilterSet(coll, t.opts.Log)
 		if err == nil {
-			err = nf.attachAll(t.opts.Namespaces)
+			if err = nf.attachAll(t.opts.Namespaces); err != nil {
+				nf.close()
+			}
 		}
 		if err != nil {
 			coll.Close()
@@ -653,6 +655,14 @@ func (t *Tracer) ReadInto(rec *ringbuf.Record) error { return t.reader.ReadInto(
 
 // SetDeadline makes pending and future reads return at d.
 func (t *Tracer) SetDeadline(d time.Time) { t.reader.SetDeadline(d) }
+
+// Wake interrupts a read waiting for records: it returns what the ring
+// buffer holds, then ringbuf.ErrFlushed. Safe from another goroutine.
+func (t *Tracer) Wake() {
+	if err := t.reader.Flush(); err != nil {
+		t.opts.Log.Debug().Err(err).Msg("reader not woken")
+	}
+}
 
 // Lost returns the records dropped because the ring buffer was full, per point.
 func (t *Tracer) Lost() (map[event.Point]uint64, error) { return t.undelivered(0) }

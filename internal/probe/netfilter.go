@@ -3,11 +3,12 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
@@ -59,30 +60,27 @@ var watchLinks = []netfilterLink{
 	{nfWatch, unix.NF_INET_LOCAL_OUT, priNATDst - 2},
 }
 
-// conntrackPoll is how often the namespaces where conntrack started or
-// was found off are looked for: the packets conntrack tracks in one where
-// it started are counted lost until then, so it bounds how long the flows
-// of a namespace whose first NAT rule was just added stay incomplete.
-const conntrackPoll = 50 * time.Millisecond
-
 // netfilterSet is the netfilter method's links, per namespace: the NAT
 // programs, or nat_watch where conntrack was found off. A goroutine moves
 // a namespace from one to the other as the programs find conntrack off or
-// started there, so everything here is under mu.
+// started there, so everything here is under mu. The programs wake it
+// (conntrack_wakeup) rather than it polling: the packets conntrack tracks
+// in a namespace where it started are counted lost until the NAT programs
+// are linked there, and an idle node would pay for a poll.
 type netfilterSet struct {
 	mu       sync.Mutex
 	programs [nfPrograms]*ebpf.Program
-	changed  *ebpf.Map // conntrack_changed: where conntrack was found off or started, by namespace
+	changed  *ebpf.Map       // conntrack_changed: where conntrack was found off or started, by namespace
+	wakeups  *ringbuf.Reader // conntrack_wakeup: a record each time a change is noted
 	spaces   map[uint32]*netfilterNamespace
 	log      zerolog.Logger
-	stop     chan struct{}
-	done     chan struct{}
+	done     chan struct{} // closed when follow returns
 }
 
 // netfilterNamespace is one namespace's links. watching says they are
 // watchLinks; stuck that relinking there failed once, so that it is not
-// tried again at every poll (nat_watch, if it stays, goes on counting the
-// namespace's tracked packets lost).
+// tried again (nat_watch, if it stays, goes on counting the namespace's
+// tracked packets lost).
 type netfilterNamespace struct {
 	target   netns.Target
 	links    []link.Link
@@ -100,6 +98,14 @@ func newNetfilterSet(coll *ebpf.Collection, log zerolog.Logger) (*netfilterSet, 
 	}
 	if s.changed == nil {
 		return nil, errors.New("nat object has no conntrack_changed map")
+	}
+	wakeups, ok := coll.Maps["conntrack_wakeup"]
+	if !ok {
+		return nil, errors.New("nat object has no conntrack_wakeup map")
+	}
+	var err error
+	if s.wakeups, err = ringbuf.NewReader(wakeups); err != nil {
+		return nil, fmt.Errorf("read conntrack_wakeup: %w", err)
 	}
 	return s, nil
 }
@@ -119,7 +125,7 @@ func (s *netfilterSet) attachAll(spaces []netns.Target) error {
 	for _, err := range errs {
 		s.log.Warn().Err(err).Msg("netns not watched")
 	}
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	s.done = make(chan struct{})
 	go s.follow()
 	return nil
 }
@@ -140,20 +146,21 @@ func (s *netfilterSet) attach(ns netns.Target) error {
 }
 
 // follow moves each namespace where the programs found conntrack off or
-// started to the links that suit it, until stopped.
+// started to the links that suit it, each time they note a change, until
+// the wakeups' reader is closed.
 func (s *netfilterSet) follow() {
 	defer close(s.done)
-	tick := time.NewTicker(conntrackPoll)
-	defer tick.Stop()
 	type change struct {
 		ino     uint32
 		running bool
 	}
+	var rec ringbuf.Record
 	for {
-		select {
-		case <-s.stop:
+		if err := s.wakeups.ReadInto(&rec); err != nil {
+			if !errors.Is(err, os.ErrClosed) {
+				s.log.Warn().Err(err).Msg("conntrack's changes no longer followed")
+			}
 			return
-		case <-tick.C:
 		}
 		var changes []change
 		var ino uint32
@@ -162,7 +169,9 @@ func (s *netfilterSet) follow() {
 			changes = append(changes, change{ino, running != 0})
 		}
 		for _, c := range changes {
-			s.relink(c.ino, c.running)
+			if !s.relink(c.ino, c.running) {
+				continue
+			}
 			if err := s.changed.Delete(c.ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 				s.log.Debug().Err(err).Msg("conntrack change not cleared")
 			}
@@ -172,13 +181,18 @@ func (s *netfilterSet) follow() {
 
 // relink links what suits a namespace where conntrack runs or not, then
 // unlinks what was there: in that order, so that every packet conntrack
-// tracks is either watched or counted lost.
-func (s *netfilterSet) relink(ino uint32, running bool) {
+// tracks is either watched or counted lost. It says whether the change is
+// taken; one in a namespace where relinking failed stays noted, so that
+// its programs do not note it, and wake follow, at every packet.
+func (s *netfilterSet) relink(ino uint32, running bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns := s.spaces[ino]
-	if ns == nil || ns.watching != running || ns.stuck {
-		return
+	if ns != nil && ns.stuck {
+		return false
+	}
+	if ns == nil || ns.watching != running {
+		return true
 	}
 	set, what := watchLinks, "conntrack off: the namespace's packets are watched for it to start"
 	if running {
@@ -190,7 +204,7 @@ func (s *netfilterSet) relink(ino uint32, running bool) {
 		// lost; where it does not, the NAT programs see nothing amiss.
 		ns.stuck = true
 		s.log.Warn().Err(err).Str("netns", ns.target.Name).Bool("conntrack", running).Msg("netfilter programs not relinked")
-		return
+		return false
 	}
 	closeAll(ns.links)
 	ns.links, ns.attached, ns.watching = links, attached, !running
@@ -199,6 +213,7 @@ func (s *netfilterSet) relink(ino uint32, running bool) {
 		level = s.log.Info()
 	}
 	level.Str("netns", ns.target.Name).Msg(what)
+	return true
 }
 
 // prioritySpread bounds how far from its place by the NAT a netfilter
@@ -290,8 +305,8 @@ func (s *netfilterSet) attachments() []Attachment {
 
 // close stops following conntrack and unlinks everything.
 func (s *netfilterSet) close() {
-	if s.stop != nil {
-		close(s.stop)
+	s.wakeups.Close()
+	if s.done != nil {
 		<-s.done
 	}
 	s.mu.Lock()
