@@ -4,7 +4,8 @@
 # overlay to a pod on the other node), from the kernel's own BPF statistics
 # (kernel.bpf_stats_enabled: run count and run time of every program), while
 # connrate makes RATE short connections a second for SECONDS. Run with a
-# filter matching nothing and with none (every namespace, as conn-sweep).
+# filter matching nothing and with none (every namespace, as conn-sweep),
+# shipping every record or holding healthy connections' (--healthy count).
 # Prints, per program: runs per connection, ns per run and ns per
 # connection, and the total. Needs root and bpftool.
 #
@@ -72,4 +73,5 @@ PY
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 run "no filter"
+run "no filter, --healthy count" --healthy count
 run "a filter matching nothing" 'host 192.0.2.1'
