@@ -16,7 +16,7 @@ func TestGuestBusySuitesHoldEveryIncident(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	suites := regexp.MustCompile(`\[(busy-[a-z0-9-]+)\]='TestBusyLab/([^/']+)/unfiltered`).FindAllSubmatch(script, -1)
+	suites := regexp.MustCompile(`\[(busy-[a-z0-9-]+)\]='\^TestBusyLab\$/([^/']+)/unfiltered`).FindAllSubmatch(script, -1)
 	if len(suites) < 3 {
 		t.Fatalf("found %d busy suites in run.sh, want the IPv4 ones and busy-v6", len(suites))
 	}
