@@ -164,12 +164,11 @@ func (c *Capture) Run() error {
 				}
 			}
 		}
-		switch {
-		case stopping:
+		if stopping {
 			// Drain what is already in the ring buffer, then stop.
 			c.Source.SetDeadline(now)
-		case readBy != nextTick(lastTick, lastRecord, deadline):
-			readBy = nextTick(lastTick, lastRecord, deadline)
+		} else if next := nextTick(lastTick, lastRecord, deadline); next != readBy {
+			readBy = next
 			c.Source.SetDeadline(readBy)
 		}
 		err := c.Source.ReadInto(&rec)
