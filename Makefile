@@ -64,6 +64,7 @@ vmlinux:
 # it carries (1.30), offline.
 KUBECTL_VALIDATE := sigs.k8s.io/kubectl-validate@v0.0.4
 unit-test: generate
+	scripts/check-tracked.sh
 	go vet ./...
 	go run $(KUBECTL_VALIDATE) --version 1.30 deploy/nettrace-daemonset.yaml
 	go test -count=1 ./pkg/... ./internal/...
