@@ -150,19 +150,23 @@ func (c *Capture) Run() error {
 	var ev event.Event
 	lastRescan, lastTick, lastRecord, readBy := now, now, now, time.Time{}
 	c.lastJudged = now
+	// A signal sent before the run is taken here, before watchStop
+	// competes for it: a run that drains a closed source at once would
+	// otherwise end without having seen it.
+	stopping := c.stopDue(now, deadline)
 	done := make(chan struct{})
 	defer close(done)
 	c.stop = c.watchStop(done)
-	stopping := false
-	for {
+	for flushed := false; ; {
 		if !stopping {
 			stopping = c.stopDue(now, deadline)
-			if stopping {
-				// What the kernel holds back joins the drain.
-				if err := c.Source.Flush(); err != nil {
-					c.Log.Warn().Err(err).Msg("records held in the kernel not sent")
-				}
+		}
+		if stopping && !flushed {
+			// What the kernel holds back joins the drain.
+			if err := c.Source.Flush(); err != nil {
+				c.Log.Warn().Err(err).Msg("records held in the kernel not sent")
 			}
+			flushed = true
 		}
 		if stopping {
 			// Drain what is already in the ring buffer, then stop.
@@ -260,16 +264,20 @@ func (c *Capture) judge(now time.Time, final bool) uint64 {
 
 // stopDue says whether the run is to stop at now: a signal, the duration
 // over or the event limit reached.
+// The signal is taken as watchStop forwards it, or from Stop itself
+// before watchStop runs (c.stop is nil then, and blocks the select).
 func (c *Capture) stopDue(now, deadline time.Time) bool {
+	var s os.Signal
 	select {
-	case s := <-c.stop:
-		if c.Stopping != nil {
-			c.Stopping(s)
-		}
-		return true
+	case s = <-c.stop:
+	case s = <-c.Stop:
 	default:
+		return (!deadline.IsZero() && now.After(deadline)) || c.Pipeline.Full()
 	}
-	return (!deadline.IsZero() && now.After(deadline)) || c.Pipeline.Full()
+	if c.Stopping != nil {
+		c.Stopping(s)
+	}
+	return true
 }
 
 // take hands one kernel event, completed, to the pipeline, and to the
