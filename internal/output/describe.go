@@ -61,15 +61,3 @@ func packetLabel(t event.Tuple) string {
 	}
 	return "ACK"
 }
-
-// requestTuple is a packet's tuple where it was first seen.
-func firstTuple(p *flow.Packet) event.Tuple {
-	e := p.Head()
-	if e.HasInner() {
-		return e.Inner
-	}
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		return e.NAT.Pre
-	}
-	return e.Tuple
-}

@@ -200,7 +200,7 @@ func (n Names) convertFlow(f *flow.Flow, r *explain.Report, steps bool) *JSONFlo
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
 		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0, Brief: !steps}
 	for k, p := range f.Packets {
-		t := firstTuple(p)
+		t := p.Head().Entered()
 		dir := direction(f, t, p)
 		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p),
 			Ordinary: r.Ordinary[k]}

@@ -72,7 +72,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 	}
 	clear(tl.seen)
 	for i, p := range f.Packets {
-		pt := firstTuple(p)
+		pt := p.Head().Entered()
 		dir, label, end := direction(f, pt, p), packetLabel(pt), t.names.PacketEnd(p)
 		tl.describe(t.names, f, p)
 		ordinary := r.Ordinary[i]

@@ -228,3 +228,25 @@ func (e *Event) ToGroup() bool {
 
 // HasInner says whether the event carries an encapsulated tuple.
 func (e *Event) HasInner() bool { return e.Flags&FlagInner != 0 }
+
+// Current is the packet's tuple at the event: the inner one of an
+// encapsulated packet (the connection's, not the tunnel's).
+func (e *Event) Current() Tuple {
+	if e.HasInner() {
+		return e.Inner
+	}
+	return e.Tuple
+}
+
+// Entered is the tuple the packet came to the event's point with: as
+// Current, but before the translation for a nat event that knows it. It
+// names the packet's connection the way its earlier steps saw it.
+func (e *Event) Entered() Tuple {
+	if e.HasInner() {
+		return e.Inner
+	}
+	if e.Point == PointNAT && e.Flags&FlagPre != 0 {
+		return e.NAT.Pre
+	}
+	return e.Tuple
+}

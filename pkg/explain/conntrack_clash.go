@@ -25,7 +25,7 @@ import (
 // dropped-by-netfilter tells the drop as it is.
 func conntrackClash(f *flow.Flow, n Context) *Finding {
 	p, drop := find(f, func(_ *flow.Packet, e *event.Event) bool {
-		return verdictDrop(n, e) && packetTuple(e).Proto == f.Tuple().Proto
+		return verdictDrop(n, e) && e.Current().Proto == f.Tuple().Proto
 	})
 	if drop == nil || !drop.HasCT() || !drop.CT.Created() {
 		return nil
@@ -37,7 +37,7 @@ func conntrackClash(f *flow.Flow, n Context) *Finding {
 	if rulesetAt(n, drop) == nil || dropRules(n, drop, "", nat.Hook) != nil {
 		return nil
 	}
-	t, entry := packetTuple(drop), "its new conntrack entry"
+	t, entry := drop.Current(), "its new conntrack entry"
 	if translated(nat) {
 		// Name the packet as its sender sent it, and the translation its
 		// entry was given: two connections given one SNAT address and

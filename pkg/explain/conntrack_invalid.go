@@ -27,7 +27,7 @@ func conntrackInvalid(f *flow.Flow, n Context) *Finding {
 	if inv == nil {
 		return nil
 	}
-	t := packetTuple(inv)
+	t := inv.Current()
 	entry := entryIn(f, inv.Netns, t)
 	if entry == nil {
 		return nil
@@ -66,11 +66,11 @@ func invalidPacket(f *flow.Flow) (*flow.Packet, *event.Event) {
 	for _, p := range f.Packets {
 		for i := range p.Events {
 			e := &p.Events[i]
-			if e.Point == event.PointNAT && e.Flags&event.FlagCTInvalid != 0 && !closing && packetTuple(e).Proto == event.ProtoTCP {
+			if e.Point == event.PointNAT && e.Flags&event.FlagCTInvalid != 0 && !closing && e.Current().Proto == event.ProtoTCP {
 				return p, e
 			}
 		}
-		closing = closing || packetTuple(p.Head()).TCPFlags&(tcpRST|tcpFIN) != 0
+		closing = closing || p.Head().Current().TCPFlags&(tcpRST|tcpFIN) != 0
 	}
 	return nil, nil
 }
@@ -123,9 +123,9 @@ func (fd *Finding) invalidFate(n Context, f *flow.Flow, p *flow.Packet, inv *eve
 		}
 		return ", and a netfilter DROP verdict dropped it (" + hookAfter(inv.Hook) + ")"
 	}
-	receiver := packetTuple(inv).Dst
+	receiver := inv.Current().Dst
 	if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {
-		t := packetTuple(e)
+		t := e.Current()
 		return e.Time > inv.Time && e.Point != event.PointTCP && t.TCPFlags&tcpRST != 0 && t.Src == receiver
 	}); rst != nil {
 		fd.Evidence = append(fd.Evidence, evidence(n, rst, "%s answered with a reset", receiver))

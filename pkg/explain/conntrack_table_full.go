@@ -34,7 +34,7 @@ func conntrackTableFull(f *flow.Flow, n Context) *Finding {
 		}
 		norule = "; no rule of the ruleset drops it"
 	}
-	d, t := &drop.Drop, packetTuple(drop)
+	d, t := &drop.Drop, drop.Current()
 	fd := &Finding{
 		Evidence: []Evidence{evidence(n, drop, "dropped on %s: %s, with no conntrack entry; the namespace's conntrack table held %d entries of nf_conntrack_max %d, and conntrack's drop counter had risen by %d since nettrace began watching",
 			where(n, drop), dropWords(n, drop), d.CTCount, d.CTMax, d.CTDrops)},

@@ -17,7 +17,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 	}
 	endpoint := d.Tuple.Dst
 	for _, p := range f.Packets {
-		if isReply(f, p) && packetTuple(p.Head()).Src == endpoint {
+		if isReply(f, p) && p.Head().Current().Src == endpoint {
 			return nil // it answered
 		}
 	}
@@ -26,7 +26,7 @@ func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 	for _, p := range f.Packets {
 		for i := range p.Events {
 			e := &p.Events[i]
-			if e.Point == event.PointDrop && packetTuple(e).Dst == endpoint {
+			if e.Point == event.PointDrop && e.Current().Dst == endpoint {
 				if noWay(n, e) {
 					causes++
 					if cause == nil {

@@ -20,7 +20,7 @@ func droppedByNetfilter(f *flow.Flow, n Context) *Finding {
 		return nil
 	}
 	rules, last := netfilterDropRules(n, p, drop)
-	t := packetTuple(drop)
+	t := drop.Current()
 	what := packetWord(t)
 	fd := &Finding{
 		Evidence:       []Evidence{evidence(n, drop, "dropped on %s: NETFILTER_DROP (%s)", where(n, drop), hookAfter(last))},
@@ -75,7 +75,7 @@ func kubeProxyWhy(r NetfilterRule) string {
 func netfilterDrop(f *flow.Flow, n Context) (*flow.Packet, *event.Event) {
 	proto := f.Tuple().Proto
 	return find(f, func(_ *flow.Packet, e *event.Event) bool {
-		return dropped(n, e, "NETFILTER_DROP") && packetTuple(e).Proto == proto
+		return dropped(n, e, "NETFILTER_DROP") && e.Current().Proto == proto
 	})
 }
 

@@ -36,19 +36,10 @@ func dst(t event.Tuple) netip.AddrPort { return netip.AddrPortFrom(t.Dst, t.Dpor
 // client is the address the flow's first packet came from.
 func client(f *flow.Flow) netip.AddrPort { return src(f.Tuple()) }
 
-// packetTuple is a packet's connection tuple at an event (inner for an
-// encapsulated packet).
-func packetTuple(e *event.Event) event.Tuple {
-	if e.HasInner() {
-		return e.Inner
-	}
-	return e.Tuple
-}
-
 // isReply says whether a packet travels toward the client.
 func isReply(f *flow.Flow, p *flow.Packet) bool {
 	first := p.Head()
-	t := packetTuple(first)
+	t := first.Current()
 	if first.Point == event.PointNAT && first.Flags&event.FlagPre != 0 {
 		t = first.NAT.Pre
 	}
@@ -190,7 +181,7 @@ func natFact(n Context, e *event.Event) string {
 
 func countSYNs(f *flow.Flow) (n int, last *event.Event) {
 	for _, p := range f.Packets {
-		if isReply(f, p) || !isSYN(packetTuple(p.Head())) {
+		if isReply(f, p) || !isSYN(p.Head().Current()) {
 			continue
 		}
 		n++

@@ -23,7 +23,7 @@ func mtuBlackHole(f *flow.Flow, n Context) *Finding {
 	if big == nil {
 		return nil
 	}
-	sender := packetTuple(big)
+	sender := big.Current()
 	notice := tooBigNotice(f, big)
 	again, last := resentTooBig(n, f, big)
 	var fate *event.Event
@@ -61,7 +61,7 @@ func mtuBlackHole(f *flow.Flow, n Context) *Finding {
 // noticeFate tells where the ICMP message notice, which ended at fate (a
 // drop), went, naming the netfilter rule that dropped it when known.
 func (fd *Finding) noticeFate(n Context, notice *flow.Packet, fate *event.Event) string {
-	t := packetTuple(fate)
+	t := fate.Current()
 	what := fmt.Sprintf("the ICMP %s the node sent %s", noticeName(t), fd.addrAtPod(n, t.Dst))
 	fd.Evidence = append(fd.Evidence, evidence(n, fate, "ICMP %s to %s: dropped (%s) on %s",
 		noticeName(t), t.Dst, n.ReasonName(fate.Drop.Reason), where(n, fate)))
@@ -86,7 +86,7 @@ func tooBigNotice(f *flow.Flow, big *event.Event) *flow.Packet {
 	var notice *flow.Packet
 	for _, p := range f.Packets {
 		h := p.Head()
-		if !packetTuple(h).TooBigNotice() || h.Netns != big.Netns || h.CPU != big.CPU || h.Time > big.Time {
+		if !h.Current().TooBigNotice() || h.Netns != big.Netns || h.CPU != big.CPU || h.Time > big.Time {
 			continue
 		}
 		if notice == nil || h.Time > notice.Head().Time {
@@ -107,7 +107,7 @@ func resentTooBig(n Context, f *flow.Flow, big *event.Event) (int, *event.Event)
 	for _, p := range f.Packets {
 		for i := range p.Events {
 			e := &p.Events[i]
-			if !dropped(n, e, "PKT_TOO_BIG") || e.Time < big.Time || packetTuple(e).Src != packetTuple(big).Src {
+			if !dropped(n, e, "PKT_TOO_BIG") || e.Time < big.Time || e.Current().Src != big.Current().Src {
 				continue
 			}
 			seq, _, ok := event.TCPSeqAck(e.Packet)
@@ -132,7 +132,7 @@ func tooBigSize(n Context, f *flow.Flow, big *event.Event) (size int, df bool) {
 	for _, p := range f.Packets {
 		for i := range p.Events {
 			e := &p.Events[i]
-			if !dropped(n, e, "PKT_TOO_BIG") || packetTuple(e).Src != packetTuple(big).Src {
+			if !dropped(n, e, "PKT_TOO_BIG") || e.Current().Src != big.Current().Src {
 				continue
 			}
 			if l, ok := event.IPLength(e.Packet); ok && (size == 0 || l < size) {

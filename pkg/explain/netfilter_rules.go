@@ -194,7 +194,7 @@ func markBefore(rs *ruleset.Ruleset, p *flow.Packet, e *event.Event) ruleset.Mar
 func dropRules(n Context, e *event.Event, ctState string, hooks ...event.Hook) []NetfilterRule {
 	rs := rulesetAt(n, e)
 	for _, hook := range hooks {
-		if a := rs.TracedDrop(hook.String(), tracedSteps(n, e, hook, packetTuple(e))); a != nil {
+		if a := rs.TracedDrop(hook.String(), tracedSteps(n, e, hook, e.Current())); a != nil {
 			return []NetfilterRule{named(rs, e, a, a.Rule, RoleDecided, SourceTraced)}
 		}
 	}
@@ -206,7 +206,7 @@ func dropRules(n Context, e *event.Event, ctState string, hooks ...event.Hook) [
 	for _, hook := range hooks {
 		at := *e
 		at.Hook = hook
-		p := ruleset.HookPacket(&at, packetTuple(e))
+		p := ruleset.HookPacket(&at, e.Current())
 		p.CTState = ctState
 		a := rs.Drop(hook.String(), p)
 		if a != nil && (best == nil || len(a.Assumed) < len(best.Assumed)) {

@@ -11,7 +11,7 @@ import (
 // the kernel answered with a reset.
 func noListener(f *flow.Flow, n Context) *Finding {
 	p, rst := find(f, func(p *flow.Packet, e *event.Event) bool {
-		return e.Point == event.PointTCP && e.Kind == event.KindResetSent && isSYN(packetTuple(p.Head()))
+		return e.Point == event.PointTCP && e.Kind == event.KindResetSent && isSYN(p.Head().Current())
 	})
 	if rst == nil {
 		return nil
@@ -25,7 +25,7 @@ func noListener(f *flow.Flow, n Context) *Finding {
 	if syn == nil {
 		syn = p.Last()
 	}
-	t := packetTuple(syn)
+	t := syn.Current()
 	fd := &Finding{
 		Evidence: []Evidence{
 			evidence(n, syn, "SYN to %s seen on %s", dst(t), where(n, syn)),

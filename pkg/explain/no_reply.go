@@ -24,7 +24,7 @@ func noReply(f *flow.Flow, n Context) *Finding {
 	if last == nil || (syns < 2 && !gaveUp) {
 		return nil
 	}
-	t := packetTuple(last)
+	t := last.Current()
 	fd := &Finding{
 		Evidence:       []Evidence{evidence(n, last, "SYN last seen %s", lastSeen(n, f, last))},
 		restsOnAbsence: true,

@@ -18,7 +18,7 @@ func Ordinary(f *flow.Flow, i int, n Context) string {
 	if last.Point != event.PointDrop {
 		return ""
 	}
-	t := packetTuple(p.Head())
+	t := p.Head().Current()
 	if n.ReasonName(last.Drop.Reason) != "NOT_SPECIFIED" {
 		if what := groupManagement(t); what != "" {
 			// Whatever dropped it (a reverse-path filter drops a bridge
@@ -54,7 +54,7 @@ func inTCPReceive(at string) bool {
 func requestHeld(f *flow.Flow, i int) bool {
 	for k := 0; k <= i; k++ {
 		p := f.Packets[k]
-		if k < i && isReply(f, p) && packetTuple(p.Head()).TCPFlags&(tcpSYN|tcpACK) == tcpSYN|tcpACK {
+		if k < i && isReply(f, p) && p.Head().Current().TCPFlags&(tcpSYN|tcpACK) == tcpSYN|tcpACK {
 			return true
 		}
 		for j := range p.Events {

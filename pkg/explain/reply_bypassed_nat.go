@@ -32,7 +32,7 @@ func replyBypassedNAT(f *flow.Flow, n Context) *Finding {
 			if e.HasCT() && e.CT.ID == d.CT.ID {
 				crossedNAT = true
 			}
-			t := packetTuple(e)
+			t := e.Current()
 			if atClient == nil && e.Netns == clientNetns && t.Src == d.Tuple.Dst && t.Sport == d.Tuple.Dport && dst(t) == cl {
 				atClient = e
 			}
@@ -52,14 +52,14 @@ func replyBypassedNAT(f *flow.Flow, n Context) *Finding {
 			how = "and SNATed, yet"
 		}
 		fd.Evidence = append(fd.Evidence, evidence(n, atClient, "reply from %s reached %s without crossing %s's conntrack entry",
-			src(packetTuple(atClient)), where(n, atClient), n.NetnsName(d.Netns)))
+			src(atClient.Current()), where(n, atClient), n.NetnsName(d.Netns)))
 		summary := fmt.Sprintf("reply from %s to %s bypassed the NAT that translated the request: the client called %s and received from %s; the request was DNATed in %s %s %s the reply went straight to the client (%s) without crossing that conntrack entry",
 			fd.atPod(n, dst(d.Tuple)), fd.atPod(n, cl), withService(dst(d.NAT.Pre), fd.Service), dst(d.Tuple), n.NetnsName(d.Netns), d.Hook, how, n.NetnsName(clientNetns))
 		// The reset shows as the tcp point's reset (where the kernel traces
 		// resets sent without a socket) or as the reset packet leaving.
 		if _, rst := find(f, func(_ *flow.Packet, e *event.Event) bool {
 			return e.Netns == clientNetns && ((e.Point == event.PointTCP && e.Kind == event.KindResetSent) ||
-				(e.Point != event.PointTCP && packetTuple(e).TCPFlags&tcpRST != 0 && src(packetTuple(e)) == cl))
+				(e.Point != event.PointTCP && e.Current().TCPFlags&tcpRST != 0 && src(e.Current()) == cl))
 		}); rst != nil {
 			summary += ", which reset it"
 			fd.Evidence = append(fd.Evidence, evidence(n, rst, "%s answered the unexpected reply with a reset", n.NetnsName(clientNetns)))
@@ -85,7 +85,7 @@ func clientNetnsOf(f *flow.Flow, d *event.Event) (uint32, bool) {
 		if isReply(f, p) {
 			continue
 		}
-		if h := p.Head(); dst(packetTuple(h)) == called {
+		if h := p.Head(); dst(h.Current()) == called {
 			return h.Netns, true
 		}
 	}

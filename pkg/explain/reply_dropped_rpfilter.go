@@ -16,7 +16,7 @@ func replyDroppedRPFilter(f *flow.Flow, n Context) *Finding {
 	if drop == nil {
 		return nil
 	}
-	t := packetTuple(drop)
+	t := drop.Current()
 	fd := &Finding{Evidence: []Evidence{evidence(n, drop, "reply dropped on %s: IP_RPFILTER", where(n, drop))}}
 	fd.Summary = fmt.Sprintf("reply %s -> %s was dropped by reverse-path filtering (IP_RPFILTER) on %s: that host routes %s back through another interface.",
 		fd.atPod(n, src(t)), fd.atPod(n, dst(t)), where(n, drop), t.Src)

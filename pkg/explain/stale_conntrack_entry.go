@@ -30,7 +30,7 @@ func staleConntrackEntry(f *flow.Flow, n Context) *Finding {
 	e := stale[0]
 	endpoint := e.Tuple.Dst
 	if _, answer := find(f, func(p *flow.Packet, r *event.Event) bool {
-		return r.Time > e.Time && packetTuple(r).Src == endpoint && isReply(f, p)
+		return r.Time > e.Time && r.Current().Src == endpoint && isReply(f, p)
 	}); answer != nil {
 		return nil
 	}
@@ -118,7 +118,7 @@ func entryDNAT(e *event.Event) bool {
 // for want of a way to it: no neighbour, no route.
 func deadEndDrop(f *flow.Flow, n Context, endpoint netip.Addr, from uint64) *event.Event {
 	_, e := find(f, func(_ *flow.Packet, e *event.Event) bool {
-		return e.Point == event.PointDrop && e.Time >= from && packetTuple(e).Dst == endpoint && noWay(n, e)
+		return e.Point == event.PointDrop && e.Time >= from && e.Current().Dst == endpoint && noWay(n, e)
 	})
 	return e
 }

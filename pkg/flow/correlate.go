@@ -364,20 +364,20 @@ func (c *Correlator) newEpoch() uint32 {
 }
 
 // connTuple is the tuple that names the connection an event is about: the
-// packet's (see packetTuple), or for an ICMP error the tuple of the packet
+// packet's (Event.Entered), or for an ICMP error the tuple of the packet
 // it quotes.
 func connTuple(e *event.Event) event.Tuple {
 	if q, ok := quotedTuple(e); ok {
 		return q
 	}
-	return packetTuple(e)
+	return e.Entered()
 }
 
-// Add correlates one event. Flows that end because of it (idle, or evicted
-// at the flow limit) are passed to done. It is one function over 80 lines
-// because its phases (look the keys up, pick or make the flow, take the
-// keys, place the event in its packet) share the event's arrays of keys and
-// flows on the stack, and it runs for every event.
+// Add correlates one event: it looks its keys up (match), picks the flow
+// they lead to or opens one (openFlow), gives the flow the keys new to it
+// (takeKeys) and places the event in its packet or its socket (place).
+// Flows that end because of it (idle, or evicted at the flow limit) are
+// passed to done.
 func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	if e.Time > c.now {
 		c.now = e.Time
@@ -398,68 +398,16 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	}
 	var keys [maxKeys]key
 	n := c.keysOf(e, pt, skb, &facts, &keys)
-	var f, displaced *Flow
-	var found [maxKeys]*Flow
-	var contradicted [maxKeys]bool
-	late := false
-	for i, k := range keys[:n] {
-		g := c.flowAt(k)
-		if g == nil {
-			continue
-		}
-		if g.End+c.idleOf(g) < e.Time {
-			c.end(g, done) // idle: this event starts something new
-			continue
-		}
-		if g == f {
-			found[i] = g
-			continue
-		}
-		if !g.conn.agrees(&facts) || (f != nil && !f.conn.compatible(&g.conn)) {
-			if h := c.displacedAgreeing(g, &facts, e.Time); h != nil && (f == nil || f == h) {
-				// A late packet of a connection the key's flow displaced
-				// (a SYN-ACK overtaken by the next connection's SYN on
-				// the same tuple): it joins its own, and the key stays.
-				found[i], f, late = h, h, true
-				continue
-			}
-			// Another connection at a key this one reuses: the key is
-			// this connection's from now on. That one keeps its other
-			// keys, its packets still in flight (a reset overtaken by the
-			// new SYN) still join it by their own identity or as
-			// displaced, and it ends when idle.
-			c.stats.Contradictions++
-			contradicted[i] = true
-			if displaced == nil {
-				displaced = g
-			}
-			continue
-		}
-		found[i] = g
-		if f == nil {
-			f = g
-		} else {
-			f = c.merge(f, g)
-		}
-	}
+	var m keyMatch
+	c.match(e, &facts, keys[:n], &m, done)
+	f := m.flow
 	if f == nil && partial(e) {
 		return // only completes a flow already known
 	}
 	if f == nil {
-		if c.active >= c.cfg.MaxFlows {
-			c.evictOldest(done)
-		}
-		c.nextID++
-		f = c.newFlow()
-		c.serials++
-		f.ID, f.Start, f.serial = c.nextID, e.Time, c.serials
-		f.open = true
-		if displaced != nil {
-			f.displaced, f.displacedID = displaced, displaced.ID
-		}
-		c.active++
+		f = c.openFlow(e, m.displaced, done)
 	}
-	if skb.kind != 0 && found[0] == nil && len(f.Packets) >= c.cfg.MaxPackets {
+	if skb.kind != 0 && m.found[0] == nil && len(f.Packets) >= c.cfg.MaxPackets {
 		// A new packet past the cap: counted, and nothing of it kept.
 		f.Unkept++
 		c.forgetSkb(skbID{skb.id, skb.aux})
@@ -470,26 +418,9 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		return
 	}
 	f.conn.add(&facts)
-	kept := false
-	for i, k := range keys[:n] {
-		if contradicted[i] && skb.kind == 0 {
-			// A socket's state names the tuple it wants, which another
-			// connection may still hold: a connect refused for it
-			// (EADDRNOTAVAIL) changes state and sends nothing. Only a
-			// packet takes a key from the connection holding it; the new
-			// socket's own packets and states join it later.
-			kept = true
-			continue
-		}
-		// A key found on another flow that was merged into f points to f
-		// already; only keys new to f are added.
-		if found[i] == nil || (found[i] != f && c.byKey[k] != f) {
-			c.byKey[k] = f
-			f.keys = append(f.keys, k)
-		}
-	}
+	kept := c.takeKeys(f, keys[:n], &m, skb.kind == 0)
 	c.recent = recentKeys{keys: keys, n: n, flow: f}
-	if late || kept {
+	if m.late || kept {
 		// Some of its keys lead to another flow: the one that displaced
 		// f, or the one still holding the tuple.
 		c.recent.forget()
@@ -505,6 +436,113 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		f.listedOver = true
 		c.over = append(c.over, overFlow{f: f, serial: f.serial, at: f.End})
 	}
+	c.place(f, e, skb)
+}
+
+// keyMatch is what an event's keys lead to (match): the flow it joins,
+// the flow at each key, the keys another connection held, the flow such a
+// key was taken from, and whether the event is a late packet of a
+// displaced connection.
+type keyMatch struct {
+	flow, displaced *Flow
+	found           [maxKeys]*Flow
+	contradicted    [maxKeys]bool
+	late            bool
+}
+
+// match looks an event's keys up. Flows idle at the event's time end
+// there; flows that agree with the event merge into one; a key held by a
+// flow that disagrees is contradicted (another connection reuses it),
+// unless the event is a late packet of the connection that flow displaced.
+func (c *Correlator) match(e *event.Event, facts *connFacts, keys []key, m *keyMatch, done func(*Flow)) {
+	for i, k := range keys {
+		g := c.flowAt(k)
+		if g == nil {
+			continue
+		}
+		if g.End+c.idleOf(g) < e.Time {
+			c.end(g, done) // idle: this event starts something new
+			continue
+		}
+		if g == m.flow {
+			m.found[i] = g
+			continue
+		}
+		if !g.conn.agrees(facts) || (m.flow != nil && !m.flow.conn.compatible(&g.conn)) {
+			if h := c.displacedAgreeing(g, facts, e.Time); h != nil && (m.flow == nil || m.flow == h) {
+				// A late packet of a connection the key's flow displaced
+				// (a SYN-ACK overtaken by the next connection's SYN on
+				// the same tuple): it joins its own, and the key stays.
+				m.found[i], m.flow, m.late = h, h, true
+				continue
+			}
+			// Another connection at a key this one reuses: the key is
+			// this connection's from now on. That one keeps its other
+			// keys, its packets still in flight (a reset overtaken by the
+			// new SYN) still join it by their own identity or as
+			// displaced, and it ends when idle.
+			c.stats.Contradictions++
+			m.contradicted[i] = true
+			if m.displaced == nil {
+				m.displaced = g
+			}
+			continue
+		}
+		m.found[i] = g
+		if m.flow == nil {
+			m.flow = g
+		} else {
+			m.flow = c.merge(m.flow, g)
+		}
+	}
+}
+
+// openFlow opens the flow an event begins, evicting the oldest at the flow
+// limit; displaced is the flow whose key it took, if any.
+func (c *Correlator) openFlow(e *event.Event, displaced *Flow, done func(*Flow)) *Flow {
+	if c.active >= c.cfg.MaxFlows {
+		c.evictOldest(done)
+	}
+	c.nextID++
+	f := c.newFlow()
+	c.serials++
+	f.ID, f.Start, f.serial = c.nextID, e.Time, c.serials
+	f.open = true
+	if displaced != nil {
+		f.displaced, f.displacedID = displaced, displaced.ID
+	}
+	c.active++
+	return f
+}
+
+// takeKeys points the event's keys at f, but those another connection
+// holds when the event is a socket's (socketEvent). It says whether it
+// left any such key with its holder.
+func (c *Correlator) takeKeys(f *Flow, keys []key, m *keyMatch, socketEvent bool) (kept bool) {
+	for i, k := range keys {
+		if m.contradicted[i] && socketEvent {
+			// A socket's state names the tuple it wants, which another
+			// connection may still hold: a connect refused for it
+			// (EADDRNOTAVAIL) changes state and sends nothing. Only a
+			// packet takes a key from the connection holding it; the new
+			// socket's own packets and states join it later.
+			kept = true
+			continue
+		}
+		// A key found on another flow that was merged into f points to f
+		// already; only keys new to f are added.
+		if m.found[i] == nil || (m.found[i] != f && c.byKey[k] != f) {
+			c.byKey[k] = f
+			f.keys = append(f.keys, k)
+		}
+	}
+	return kept
+}
+
+// place adds an event to its packet in f (skb its identity; none: the
+// event is its socket's), with the steps of that packet held until its
+// identity was known.
+func (c *Correlator) place(f *Flow, e *event.Event, skb key) {
 	if skb.kind == 0 {
 		if f.socket == nil {
 			f.socket = c.newPacket()

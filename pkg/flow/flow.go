@@ -107,7 +107,7 @@ type Flow struct {
 // Tuple is the flow as its first packet saw it first: the client's view.
 func (f *Flow) Tuple() event.Tuple {
 	for _, p := range f.Packets {
-		return packetTuple(p.Head())
+		return p.Head().Entered()
 	}
 	if len(f.Socket) > 0 {
 		return f.Socket[0].Tuple
@@ -162,19 +162,6 @@ func (f *Flow) isClientEnd(t event.Tuple) bool {
 // protocol.
 func sameEnds(a, b event.Tuple) bool {
 	return a.Src == b.Src && a.Dst == b.Dst && a.Sport == b.Sport && a.Dport == b.Dport && a.Proto == b.Proto
-}
-
-// packetTuple is the tuple that identifies the packet's connection at an
-// event: the inner one of an encapsulated packet, and before NAT for a
-// nat event.
-func packetTuple(e *event.Event) event.Tuple {
-	if e.HasInner() {
-		return e.Inner
-	}
-	if e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 {
-		return e.NAT.Pre
-	}
-	return e.Tuple
 }
 
 // Events returns every event of the flow in kernel time order.
