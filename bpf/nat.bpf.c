@@ -187,12 +187,11 @@ static __always_inline void nat_init_report(struct nt_event *e, struct sk_buff *
 }
 
 /* An INVALID packet is evidence whatever its flags: it is reported even
- * where a plain segment without an entry would not be, and with no filter
- * always (nt_follow would quiet one of a connection the gate saw end). */
+ * where a plain segment without an entry would not be. */
 static __always_inline void nat_report_invalid(struct sk_buff *skb, struct nt_event *e, __u32 hook, __u32 netns,
 					       bool direct)
 {
-	if (filter_len && nt_follow((__u64)skb, 0, &e->tuple, NULL) != NT_REPORT)
+	if (nt_follow((__u64)skb, 0, &e->tuple, NULL) != NT_REPORT)
 		return;
 	nat_init_report(e, skb, hook, netns, NULL);
 	e->flags |= NT_F_CT_INVALID;

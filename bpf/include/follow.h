@@ -175,9 +175,7 @@ static __always_inline bool nt_followed_ct(__u64 ct)
  * entry was followed before, or one of its tuples matches the filter. A
  * match starts following both the packet and its conntrack entry (so the
  * reply, whose tuple differs after NAT, is followed too). A packet found
- * quiet is remembered so, so that its later hops cost one lookup. With no
- * filter, a packet of a connection the gate saw end is quiet too
- * (nt_gate_quiet). */
+ * quiet is remembered so, so that its later hops cost one lookup. */
 static __always_inline int nt_follow(__u64 skb, __u64 ct, const struct nt_tuple *t,
 				     const struct nt_tuple *inner)
 {
@@ -186,7 +184,7 @@ static __always_inline int nt_follow(__u64 skb, __u64 ct, const struct nt_tuple 
 	struct nt_tuple key;
 
 	if (filter_len == 0)
-		return nt_quiet(ct, t, inner) || nt_gate_quiet(inner ? inner : t) ? NT_QUIET : NT_REPORT;
+		return nt_quiet(ct, t, inner) ? NT_QUIET : NT_REPORT;
 	if (nt_tracking_active()) {
 		followed = nt_followed_skb(skb, ct, t, inner);
 		if (followed && followed->mark == NT_QUIET_SKB)

@@ -448,24 +448,6 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 	return NT_GATE_HOLD;
 }
 
-/* Whether a packet is one of a connection the gate saw end normally, and
- * no SYN (which may begin the tuple's next connection): nt_gate would drop
- * its records, so its points need not build them. Such a packet is
- * reported only where it is dropped (NT_QUIET), which is trouble and ships
- * as nt_gate ships it. Its tuple names the connection once a record of it
- * made that tuple an alias; until then it is built and gated as before. */
-static __always_inline bool nt_gate_quiet(const struct nt_tuple *p)
-{
-	struct nt_conn_key k, root;
-	struct nt_conn *c;
-
-	if (!healthy_count || !p || p->ipv6 || p->proto != IPPROTO_TCP || (p->tcp_flags & TCP_FLAG_SYN))
-		return false;
-	nt_conn_key(&k, p);
-	c = nt_conn_lookup(&k, &root);
-	return c && c->state == NT_CONN_ENDED;
-}
-
 /* Holds a record built in value (a struct nt_held) at g->key. A connection
  * that showed trouble on another CPU meanwhile may have shipped its held
  * records without this one: then it is counted missing. */
@@ -481,13 +463,6 @@ static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate
 	c = nt_conn_lookup((v->keys & NT_VIEW_CT) ? &v->ct : &v->pkt, &g->root);
 	if (c && c->gid == g->key.gid && c->state == NT_CONN_SHIPPING)
 		nt_gate_count(NT_GATE_MISSING, 1);
-}
-
-#else
-
-static __always_inline bool nt_gate_quiet(const struct nt_tuple *p)
-{
-	return false;
 }
 
 #endif /* NT_GATE */

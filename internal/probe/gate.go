@@ -99,27 +99,32 @@ func (t *Tracer) GateRefused() error { return t.gateRefused }
 // 6.12 (measured on 6.1) count a call's stack on top of its caller's 496
 // bytes and refuse every program with a call ("combined stack size ...
 // Too large"). Recording every connection is the mode the gate only
-// makes cheaper: no finding is lost, the cost is said.
+// makes cheaper: no finding is lost, the cost is said. The gated attempt
+// is closed first: the kernel allows one BPF program per netfilter hook
+// and priority, so the plain attempt's links would otherwise move away
+// from their places by the NAT (netfilter.go, linkAt). Where the plain
+// attempt observes no more, the gate was not what the kernel refused,
+// and it is opened again.
 func reopenWithoutGate(gated *Tracer, err error, opts Options, facts kernel.Facts, syms *kernel.Symbols) (*Tracer, error) {
-	reason := "no point attached with it"
+	reason, gatedPoints := "no point attached with it", 0
 	if gated != nil {
-		reason = gated.verifierRefusal
+		reason, gatedPoints = gated.verifierRefusal, gated.activePoints()
+		gated.Close()
 	} else if err != nil {
 		reason = err.Error()
 	}
 	plain := opts
 	plain.HealthyCount = false
 	t, perr := open(plain, facts, syms)
-	if perr != nil || (gated != nil && t.activePoints() <= gated.activePoints()) {
-		if t != nil {
-			t.Close()
-		}
-		// The gate was not what the kernel refused.
-		return gated, err
+	if perr == nil && t.activePoints() > gatedPoints {
+		t.gateRefused = fmt.Errorf("this kernel's verifier refused the gate's programs (%s); every connection is recorded, as with --healthy ship", reason)
+		return t, nil
 	}
-	if gated != nil {
-		gated.Close()
+	if t != nil {
+		t.Close()
 	}
-	t.gateRefused = fmt.Errorf("this kernel's verifier refused the gate's programs (%s); every connection is recorded, as with --healthy ship", reason)
-	return t, nil
+	if gated == nil {
+		return nil, err
+	}
+	return open(opts, facts, syms)
 }
