@@ -181,25 +181,9 @@ func (c *Capture) Run() error {
 		}
 		switch {
 		case err == nil:
-			if derr := event.DecodeKernel(rec.RawSample, &ev); derr != nil {
-				c.Log.Warn().Err(derr).Msg("undecodable record")
-				continue
-			}
-			c.Pipeline.KernelRecord()
 			lastRecord = now
-			c.take(&ev, now)
-			c.takeHops(rec.RawSample, &ev, now)
-			// Flows end, held events expire and the recording is flushed
-			// on a clock even while records keep coming, at the kernel time
-			// of the event just read, not the clock's: the ring buffer may
-			// hold seconds of later events, and a flow idle by the clock
-			// may have its next events there.
-			if now.Sub(lastTick) >= tick {
-				c.periodic(ev.Time)
-				lastTick = now
-			}
-			if c.Pipeline.err != nil {
-				return c.Pipeline.err
+			if err := c.takeRecord(rec.RawSample, &ev, now, &lastTick); err != nil {
+				return err
 			}
 			continue
 		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, ringbuf.ErrFlushed):
@@ -219,6 +203,27 @@ func (c *Capture) Run() error {
 			lastRescan = now
 		}
 	}
+}
+
+// takeRecord hands on the events of one ring buffer record, read at now
+// (ev is scratch), and does the periodic work when a tick has passed since
+// lastTick: flows end, held events expire and the recording is flushed on
+// a clock even while records keep coming, at the kernel time of the event
+// just read, not the clock's (the ring buffer may hold seconds of later
+// events, and a flow idle by the clock may have its next events there).
+func (c *Capture) takeRecord(b []byte, ev *event.Event, now time.Time, lastTick *time.Time) error {
+	if err := event.DecodeKernel(b, ev); err != nil {
+		c.Log.Warn().Err(err).Msg("undecodable record")
+		return nil
+	}
+	c.Pipeline.KernelRecord()
+	c.take(ev, now)
+	c.takeHops(b, ev, now)
+	if now.Sub(*lastTick) >= tick {
+		c.periodic(ev.Time)
+		*lastTick = now
+	}
+	return c.Pipeline.err
 }
 
 // nextTick is when a read waiting for records gives up for the periodic

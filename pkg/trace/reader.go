@@ -216,77 +216,87 @@ func (r *Reader) Next(e *event.Event) error {
 		if r.Summary != nil {
 			return r.errorf(start, "records after the closing summary: the recording is corrupt")
 		}
-		switch typ {
-		case recNetns, recSymbol, recPods, recRuleTrace:
-			if err := r.hold(len(payload)); err != nil {
-				return r.errorf(start, "%s record: %v", recordNames[typ], err)
-			}
-		}
-		switch typ {
-		case recNetns:
-			if len(payload) < 4 {
-				return r.errorf(start, "namespace record too short")
-			}
-			r.names.Lock()
-			r.netns[binary.LittleEndian.Uint32(payload)] = string(payload[4:])
-			r.names.Unlock()
-		case recSymbol:
-			if len(payload) < 8 {
-				return r.errorf(start, "symbol record too short")
-			}
-			r.names.Lock()
-			r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
-			r.names.Unlock()
-		case recPods:
-			pods, err := decodePods(payload)
-			if err != nil {
-				return r.errorf(start, "pod address record: %v", err)
-			}
-			r.names.Lock()
-			r.pods, r.podGen = pods, r.podGen+1
-			r.names.Unlock()
-		case recRuleset:
-			snap, err := decodeRuleset(payload, r.version, MaxHeld-r.held)
-			if err == nil {
-				err = r.hold(len(snap.Text) + len(snap.Text6) + len(snap.Native))
-			}
-			if err != nil {
-				return r.errorf(start, "ruleset record: %v", err)
-			}
-			r.Rulesets.Add(snap)
-		case recRuleTrace:
-			t, err := decodeRuleTrace(payload)
-			if err != nil {
-				return r.errorf(start, "rule trace record: %v", err)
-			}
-			r.RuleTraces.Add(t)
-		case recLoss:
-			win, through, tick, err := decodeLoss(payload)
-			switch {
-			case err != nil:
-				return r.errorf(start, "%v", err)
-			case tick != 0:
-				if r.OnTick != nil {
-					r.OnTick(tick)
-				}
-			case r.OnLoss != nil:
-				r.OnLoss(win, through)
-			}
-		case recSummary:
-			var s Summary
-			if err := json.Unmarshal(payload, &s); err != nil {
-				return r.errorf(start, "unreadable summary: %v", err)
-			}
-			r.Summary = &s
-		case recEvent:
+		if typ == recEvent {
 			if err := r.decodeEvent(payload, e); err != nil {
 				return r.errorf(start, "%v", err)
 			}
 			return nil
-		default:
-			return r.errorf(start, "unknown record type %d: the recording is corrupt", typ)
+		}
+		if err := r.take(typ, payload, start); err != nil {
+			return err
 		}
 	}
+}
+
+// take keeps what a record other than an event says (names, pods,
+// rulesets, rule traces, losses, the summary); start is its offset.
+func (r *Reader) take(typ byte, payload []byte, start int64) error {
+	switch typ {
+	case recNetns, recSymbol, recPods, recRuleTrace:
+		if err := r.hold(len(payload)); err != nil {
+			return r.errorf(start, "%s record: %v", recordNames[typ], err)
+		}
+	}
+	switch typ {
+	case recNetns:
+		if len(payload) < 4 {
+			return r.errorf(start, "namespace record too short")
+		}
+		r.names.Lock()
+		r.netns[binary.LittleEndian.Uint32(payload)] = string(payload[4:])
+		r.names.Unlock()
+	case recSymbol:
+		if len(payload) < 8 {
+			return r.errorf(start, "symbol record too short")
+		}
+		r.names.Lock()
+		r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
+		r.names.Unlock()
+	case recPods:
+		pods, err := decodePods(payload)
+		if err != nil {
+			return r.errorf(start, "pod address record: %v", err)
+		}
+		r.names.Lock()
+		r.pods, r.podGen = pods, r.podGen+1
+		r.names.Unlock()
+	case recRuleset:
+		snap, err := decodeRuleset(payload, r.version, MaxHeld-r.held)
+		if err == nil {
+			err = r.hold(len(snap.Text) + len(snap.Text6) + len(snap.Native))
+		}
+		if err != nil {
+			return r.errorf(start, "ruleset record: %v", err)
+		}
+		r.Rulesets.Add(snap)
+	case recRuleTrace:
+		t, err := decodeRuleTrace(payload)
+		if err != nil {
+			return r.errorf(start, "rule trace record: %v", err)
+		}
+		r.RuleTraces.Add(t)
+	case recLoss:
+		win, through, tick, err := decodeLoss(payload)
+		switch {
+		case err != nil:
+			return r.errorf(start, "%v", err)
+		case tick != 0:
+			if r.OnTick != nil {
+				r.OnTick(tick)
+			}
+		case r.OnLoss != nil:
+			r.OnLoss(win, through)
+		}
+	case recSummary:
+		var s Summary
+		if err := json.Unmarshal(payload, &s); err != nil {
+			return r.errorf(start, "unreadable summary: %v", err)
+		}
+		r.Summary = &s
+	default:
+		return r.errorf(start, "unknown record type %d: the recording is corrupt", typ)
+	}
+	return nil
 }
 
 func (r *Reader) decodeEvent(p []byte, e *event.Event) error {
