@@ -154,79 +154,53 @@ static __always_inline bool nt_wide(const struct nt_event *e)
 	       (e->point == NT_POINT_NAT && (e->flags & NT_F_PRE) && e->u.nat.pre.ipv6);
 }
 
-static __always_inline void nt_narrow_tuple(struct nt_tuple4 *n, const struct nt_tuple *t)
+/* The narrowing copy of one member (the kinds are nettrace.h's): a record
+ * is ring buffer memory, zeroed first so that no byte of it is stale, then
+ * filled member by member. */
+#define NT_COPY_MEMBER(kind, type, name) NT_COPY_##kind(type, name)
+#define NT_COPY_VAL(type, name) n->name = w->name;
+#define NT_COPY_ZERO(type, name)
+#define NT_COPY_ADDR(type, name) n->name = w->name[0];
+#define NT_COPY_IFNAME(type, name) __builtin_memcpy(n->name, w->name, sizeof(n->name));
+#define NT_COPY_STRUCT(type, name) nt_narrow_##type(&n->name, &w->name);
+#define NT_COPY_PAYLOAD(type, name) nt_narrow_##type(&n->name, &w->name, w->point);
+
+/* nt_narrow_<type>: writes the narrow form of a struct nettrace.h declares
+ * from its wide one, into memory already zeroed. */
+#define NT_NARROWING(type)                                                     \
+	static __always_inline void nt_narrow_##type(struct type##4 *n, const struct type *w) \
+	{                                                                       \
+		NT_FIELDS_##type(NT_COPY_MEMBER)                                \
+	}
+
+NT_NARROWING(nt_tuple)
+NT_NARROWING(nt_conntrack)
+NT_NARROWING(nt_nat)
+NT_NARROWING(nt_route)
+NT_NARROWING(nt_vxlan)
+NT_NARROWING(nt_syn)
+NT_NARROWING(nt_drop)
+NT_NARROWING(nt_tcp)
+
+/* The payload of the event's point (a dev event has none). */
+#define NT_COPY_PAYLOAD_OF(point, member)                                      \
+	case NT_POINT_##point:                                                  \
+		nt_narrow_nt_##member(&n->member, &w->member);                  \
+		break;
+static __always_inline void nt_narrow_nt_payload(union nt_payload4 *n, const union nt_payload *w, __u8 point)
 {
-	n->saddr = t->saddr[0];
-	n->daddr = t->daddr[0];
-	n->sport = t->sport;
-	n->dport = t->dport;
-	n->proto = t->proto;
-	n->tcp_flags = t->tcp_flags;
+	switch (point) {
+		NT_PAYLOADS(NT_COPY_PAYLOAD_OF)
+	}
 }
 
-/* Writes an IPv4 event as its narrow record. Field by field: the record is
- * ring buffer memory, zeroed first so that no byte of it is stale. */
+NT_NARROWING(nt_event)
+
+/* Writes an IPv4 event as its narrow record. */
 static __always_inline void nt_narrow(struct nt_event4 *n, const struct nt_event *e)
 {
 	__builtin_memset(n, 0, sizeof(*n));
-	n->ts = e->ts;
-	n->skb = e->skb;
-	n->netns = e->netns;
-	n->ifindex = e->ifindex;
-	n->point = e->point;
-	n->kind = e->kind;
-	n->hook = e->hook;
-	n->flags = e->flags;
-	n->cpu = e->cpu;
-	n->caplen = e->caplen;
-	__builtin_memcpy(n->ifname, e->ifname, sizeof(n->ifname));
-	nt_narrow_tuple(&n->tuple, &e->tuple);
-	nt_narrow_tuple(&n->inner, &e->inner);
-	n->ct.id = e->ct.id;
-	n->ct.status = e->ct.status;
-	n->ct.mark = e->ct.mark;
-	n->ct.zone = e->ct.zone;
-	n->ct.ctinfo = e->ct.ctinfo;
-	nt_narrow_tuple(&n->ct.orig, &e->ct.orig);
-	nt_narrow_tuple(&n->ct.reply, &e->ct.reply);
-	switch (e->point) {
-	case NT_POINT_NAT:
-		nt_narrow_tuple(&n->u.nat.pre, &e->u.nat.pre);
-		n->u.nat.out_ifindex = e->u.nat.out_ifindex;
-		__builtin_memcpy(n->u.nat.out_ifname, e->u.nat.out_ifname, sizeof(n->u.nat.out_ifname));
-		break;
-	case NT_POINT_ROUTE:
-		n->u.route.oif = e->u.route.oif;
-		n->u.route.gateway = e->u.route.gateway[0];
-		n->u.route.saddr = e->u.route.saddr[0];
-		n->u.route.err = e->u.route.err;
-		n->u.route.table = e->u.route.table;
-		__builtin_memcpy(n->u.route.oifname, e->u.route.oifname, sizeof(n->u.route.oifname));
-		break;
-	case NT_POINT_VXLAN:
-		n->u.vxlan.vni = e->u.vxlan.vni;
-		n->u.vxlan.remote = e->u.vxlan.remote[0];
-		n->u.vxlan.local = e->u.vxlan.local[0];
-		n->u.vxlan.port = e->u.vxlan.port;
-		break;
-	case NT_POINT_SYN:
-		n->u.syn.laddr = e->u.syn.laddr[0];
-		n->u.syn.lport = e->u.syn.lport;
-		n->u.syn.outcome = e->u.syn.outcome;
-		n->u.syn.accept_qlen = e->u.syn.accept_qlen;
-		n->u.syn.accept_max = e->u.syn.accept_max;
-		n->u.syn.syn_qlen = e->u.syn.syn_qlen;
-		n->u.syn.listen_overflows = e->u.syn.listen_overflows;
-		n->u.syn.listen_drops = e->u.syn.listen_drops;
-		break;
-	case NT_POINT_DROP:
-		n->u.drop = e->u.drop;
-		break;
-	case NT_POINT_TCP:
-		n->u.tcp = e->u.tcp;
-		break;
-	}
-	n->skb_seen = e->skb_seen;
+	nt_narrow_nt_event(n, e);
 }
 
 /* Stamps an event as it is submitted: time, identity, CPU and, for an

@@ -75,214 +75,197 @@ enum nt_syn_outcome {
 	NT_SYN_COOKIE = 7,             /* SYN queue full: answered with a syncookie, no request kept */
 };
 
-struct nt_tuple {
-	__u32 saddr[4];
-	__u32 daddr[4];
-	__u16 sport; /* ICMP: type << 8 | code */
-	__u16 dport; /* ICMP: echo id */
-	__u8 proto;
-	__u8 tcp_flags;
-	__u8 ipv6; /* 1: IPv6 addresses, 0: IPv4 */
-	__u8 _pad;
+/*
+ * The record layout, declared once. Each struct below is a list of its
+ * members, NT_FIELDS_<struct>(X), one X(kind, type, name) per member; the
+ * macros after the lists make of each list both record forms and the
+ * narrowing copy between them (NT_NARROWING, event.h), and pkg/event's
+ * offsets are generated from the object's BTF (internal/layoutgen), so a
+ * member added here reaches every form. The kinds:
+ *   VAL     a value, the same in both forms, copied when narrowing;
+ *   ZERO    declared in both forms, never copied: padding, or what only a
+ *           wide record says (a narrow record holds it zero);
+ *   ADDR    an address: four type words wide, the first one narrow;
+ *   IFNAME  a device name, the same in both forms;
+ *   STRUCT  a struct declared here: struct type wide, struct type##4 narrow;
+ *   PAYLOAD the per-point union: union nt_payload wide, nt_payload4 narrow.
+ */
+
+#define NT_FIELDS_nt_tuple(X)                                                  \
+	X(ADDR, __u32, saddr)                                                   \
+	X(ADDR, __u32, daddr)                                                   \
+	X(VAL, __u16, sport) /* ICMP: type << 8 | code */                       \
+	X(VAL, __u16, dport) /* ICMP: echo id */                                \
+	X(VAL, __u8, proto)                                                     \
+	X(VAL, __u8, tcp_flags)                                                 \
+	X(ZERO, __u8, ipv6) /* 1: IPv6 addresses, 0: IPv4 */                    \
+	X(ZERO, __u8, _pad)
+
+#define NT_FIELDS_nt_conntrack(X)                                              \
+	X(VAL, __u64, id) /* the nf_conn address: stable for the entry's lifetime */ \
+	X(VAL, __u32, status)                                                   \
+	X(VAL, __u32, mark)                                                     \
+	X(VAL, __u16, zone)                                                     \
+	X(VAL, __u8, ctinfo)                                                    \
+	X(ZERO, __u8, _pad[5])                                                  \
+	X(STRUCT, nt_tuple, orig)                                               \
+	X(STRUCT, nt_tuple, reply)
+
+/* The payloads, one per point that has one. Their addresses have the
+ * family of the event's tuple. */
+#define NT_FIELDS_nt_nat(X)                                                    \
+	X(STRUCT, nt_tuple, pre)                                                \
+	X(VAL, __u32, out_ifindex) /* skb_dst device after the hook (re-route result) */ \
+	X(ZERO, __u32, _pad)                                                    \
+	X(IFNAME, char, out_ifname)
+
+#define NT_FIELDS_nt_route(X)                                                  \
+	X(VAL, __u32, oif)                                                      \
+	X(ADDR, __u32, gateway)                                                 \
+	X(ADDR, __u32, saddr)                                                   \
+	X(VAL, __s32, err)                                                      \
+	X(VAL, __u32, table)                                                    \
+	X(ZERO, __u32, _pad)                                                    \
+	X(IFNAME, char, oifname)
+
+#define NT_FIELDS_nt_vxlan(X)                                                  \
+	X(VAL, __u32, vni)                                                      \
+	X(ADDR, __u32, remote) /* remote VTEP */                                \
+	X(ADDR, __u32, local)                                                   \
+	X(VAL, __u16, port)                                                     \
+	X(ZERO, __u16, _pad)
+
+/* listen_overflows and listen_drops are counter deltas in the listener's
+ * namespace: filled in user space by the sock_diag method, zero from the
+ * kernel. */
+#define NT_FIELDS_nt_syn(X)                                                    \
+	X(ADDR, __u32, laddr) /* listener address and port */                   \
+	X(VAL, __u16, lport)                                                    \
+	X(VAL, __u8, outcome)                                                   \
+	X(ZERO, __u8, _pad)                                                     \
+	X(VAL, __u32, accept_qlen)                                              \
+	X(VAL, __u32, accept_max)                                               \
+	X(VAL, __u32, syn_qlen)                                                 \
+	X(ZERO, __u32, _pad2)                                                   \
+	X(VAL, __u64, listen_overflows)                                         \
+	X(VAL, __u64, listen_drops)
+
+/* ct_count, ct_max and ct_drops: the namespace's conntrack table when
+ * conntrack dropped the packet for want of an entry (its count and the
+ * limit, and how many packets conntrack's drop counter counted since the
+ * last reading), filled in user space, zero from the kernel.
+ * dst_ifindex and dst_mtu: the device the packet was routed to when it was
+ * freed, and that device's MTU (zero: no route yet), what a packet too big
+ * to forward was too big for. MTUs are kept in 16 bits, an MTU above
+ * (loopback's 65536) as 65535.
+ * lower_mtu and src_mtu, for a packet too big to forward, filled in user
+ * space (zero from the kernel): the MTU of the device under the route's
+ * device when that is a tunnel (a vxlan device's underlay), and of the
+ * sender's own device. */
+#define NT_FIELDS_nt_drop(X)                                                   \
+	X(VAL, __u64, location)                                                 \
+	X(VAL, __u32, reason)                                                   \
+	X(VAL, __u32, ct_count)                                                 \
+	X(VAL, __u32, ct_max)                                                   \
+	X(VAL, __u32, dst_ifindex)                                              \
+	X(VAL, __u64, ct_drops)                                                 \
+	X(VAL, __u16, dst_mtu)                                                  \
+	X(VAL, __u16, lower_mtu)                                                \
+	X(VAL, __u16, src_mtu)                                                  \
+	X(ZERO, __u16, _pad2)
+
+#define NT_FIELDS_nt_tcp(X)                                                    \
+	X(VAL, __u8, oldstate)                                                  \
+	X(VAL, __u8, newstate)                                                  \
+	X(ZERO, __u8, _pad[6])                                                  \
+	X(VAL, __u64, cookie) /* bpf_get_socket_cookie: never reused, unlike the address */
+
+/* Each point's payload, P(point, member): the union's member u.member
+ * holds a struct nt_member, and NT_POINT_<point>'s events carry it. */
+#define NT_PAYLOADS(P)                                                         \
+	P(NAT, nat)                                                             \
+	P(ROUTE, route)                                                         \
+	P(VXLAN, vxlan)                                                         \
+	P(SYN, syn)                                                             \
+	P(DROP, drop)                                                           \
+	P(TCP, tcp)
+
+/* skb_seen is when this skb address was first seen holding this packet:
+ * with skb, the packet's identity. The kernel recycles an skb address as
+ * soon as the packet is freed, so the address alone names many packets.
+ * Last in the record so that recordings made before it decode with it
+ * zero. */
+#define NT_FIELDS_nt_event(X)                                                  \
+	X(VAL, __u64, ts) /* bpf_ktime_get_ns */                                \
+	X(VAL, __u64, skb) /* skb address (see skb_seen) */                     \
+	X(VAL, __u32, netns)                                                    \
+	X(VAL, __u32, ifindex)                                                  \
+	X(VAL, __u8, point)                                                     \
+	X(VAL, __u8, kind)                                                      \
+	X(VAL, __u8, hook)                                                      \
+	X(VAL, __u8, flags)                                                     \
+	X(VAL, __u16, cpu)                                                      \
+	X(VAL, __u16, caplen) /* packet bytes (from the IP header) after this record */ \
+	X(IFNAME, char, ifname)                                                 \
+	X(STRUCT, nt_tuple, tuple)                                              \
+	X(STRUCT, nt_tuple, inner)                                              \
+	X(STRUCT, nt_conntrack, ct)                                             \
+	X(PAYLOAD, nt_payload, u)                                               \
+	X(VAL, __u64, skb_seen)
+
+/* A member of the wide form, and of the narrow one. */
+#define NT_WIDE_MEMBER(kind, type, name) NT_WIDE_##kind(type, name)
+#define NT_WIDE_VAL(type, name) type name;
+#define NT_WIDE_ZERO(type, name) type name;
+#define NT_WIDE_ADDR(type, name) type name[4];
+#define NT_WIDE_IFNAME(type, name) type name[NT_IFNAMSIZ];
+#define NT_WIDE_STRUCT(type, name) struct type name;
+#define NT_WIDE_PAYLOAD(type, name) union type name;
+#define NT_NARROW_MEMBER(kind, type, name) NT_NARROW_##kind(type, name)
+#define NT_NARROW_VAL(type, name) type name;
+#define NT_NARROW_ZERO(type, name) type name;
+#define NT_NARROW_ADDR(type, name) type name;
+#define NT_NARROW_IFNAME(type, name) type name[NT_IFNAMSIZ];
+#define NT_NARROW_STRUCT(type, name) struct type##4 name;
+#define NT_NARROW_PAYLOAD(type, name) union type##4 name;
+
+/* struct type (the wide form) and struct type##4 (the narrow one). */
+#define NT_STRUCTS(type)                                                       \
+	struct type {                                                           \
+		NT_FIELDS_##type(NT_WIDE_MEMBER)                                \
+	};                                                                      \
+	struct type##4 {                                                        \
+		NT_FIELDS_##type(NT_NARROW_MEMBER)                              \
+	}
+
+NT_STRUCTS(nt_tuple);
+NT_STRUCTS(nt_conntrack);
+NT_STRUCTS(nt_nat);
+NT_STRUCTS(nt_route);
+NT_STRUCTS(nt_vxlan);
+NT_STRUCTS(nt_syn);
+NT_STRUCTS(nt_drop);
+NT_STRUCTS(nt_tcp);
+
+#define NT_PAYLOAD_WIDE(point, member) struct nt_##member member;
+#define NT_PAYLOAD_NARROW(point, member) struct nt_##member##4 member;
+union nt_payload {
+	NT_PAYLOADS(NT_PAYLOAD_WIDE)
+};
+union nt_payload4 {
+	NT_PAYLOADS(NT_PAYLOAD_NARROW)
 };
 
-struct nt_conntrack {
-	__u64 id; /* the nf_conn address: stable for the entry's lifetime */
-	__u32 status;
-	__u32 mark;
-	__u16 zone;
-	__u8 ctinfo;
-	__u8 _pad[5];
-	struct nt_tuple orig;
-	struct nt_tuple reply;
-};
+/* An event as programs build it (addresses four words), and the narrow
+ * record of one without IPv6 addresses (IPv4 addresses in one word), whose
+ * layout is also the recordings'. */
+NT_STRUCTS(nt_event);
 
-struct nt_nat {
-	struct nt_tuple pre;
-	__u32 out_ifindex; /* skb_dst device after the hook (re-route result) */
-	__u32 _pad;
-	char out_ifname[NT_IFNAMSIZ];
-};
-
-/* The addresses of these payloads have the family of the event's tuple. */
-struct nt_route {
-	__u32 oif;
-	__s32 err;
-	__u32 gateway[4];
-	__u32 saddr[4];
-	__u32 table;
-	__u32 _pad;
-	char oifname[NT_IFNAMSIZ];
-};
-
-struct nt_vxlan {
-	__u32 vni;
-	__u32 remote[4]; /* remote VTEP */
-	__u32 local[4];
-	__u16 port;
-	__u16 _pad;
-};
-
-struct nt_syn {
-	__u32 laddr[4]; /* listener address and port */
-	__u16 lport;
-	__u8 outcome;
-	__u8 _pad;
-	__u32 accept_qlen;
-	__u32 accept_max;
-	__u32 syn_qlen;
-	__u32 _pad2;
-	/* Counter deltas in the listener's namespace: filled in user space by
-	 * the sock_diag method, zero from the kernel. */
-	__u64 listen_overflows;
-	__u64 listen_drops;
-};
-
-struct nt_drop {
-	__u64 location;
-	__u32 reason;
-	/* The namespace's conntrack table when conntrack dropped the packet
-	 * for want of an entry (its count and the limit, and how many packets
-	 * conntrack's drop counter counted since the last reading): filled in
-	 * user space, zero from the kernel. */
-	__u32 ct_count;
-	__u32 ct_max;
-	/* The device the packet was routed to when it was freed, and that
-	 * device's MTU (zero: no route yet): what a packet too big to forward
-	 * was too big for. MTUs are kept in 16 bits, an MTU above (loopback's
-	 * 65536) as 65535. */
-	__u32 dst_ifindex;
-	__u64 ct_drops;
-	__u16 dst_mtu;
-	/* For a packet too big to forward, filled in user space (zero from the
-	 * kernel): the MTU of the device under the route's device when that is
-	 * a tunnel (a vxlan device's underlay), and of the sender's own
-	 * device. */
-	__u16 lower_mtu;
-	__u16 src_mtu;
-	__u16 _pad2;
-};
-
-struct nt_tcp {
-	__u8 oldstate;
-	__u8 newstate;
-	__u8 _pad[6];
-	__u64 cookie; /* bpf_get_socket_cookie: never reused, unlike the address */
-};
-
-struct nt_event {
-	__u64 ts;  /* bpf_ktime_get_ns */
-	__u64 skb; /* skb address (see skb_seen) */
-	__u32 netns;
-	__u32 ifindex;
-	__u8 point;
-	__u8 kind;
-	__u8 hook;
-	__u8 flags;
-	__u16 cpu;
-	__u16 caplen; /* packet bytes (from the IP header) after this record */
-	char ifname[NT_IFNAMSIZ];
-	struct nt_tuple tuple;
-	struct nt_tuple inner;
-	struct nt_conntrack ct;
-	union {
-		struct nt_nat nat;
-		struct nt_route route;
-		struct nt_vxlan vxlan;
-		struct nt_syn syn;
-		struct nt_drop drop;
-		struct nt_tcp tcp;
-	} u;
-	/* When this skb address was first seen holding this packet: with skb,
-	 * the packet's identity. The kernel recycles an skb address as soon as
-	 * the packet is freed, so the address alone names many packets. Last in
-	 * the record so that recordings made before it decode with it zero. */
-	__u64 skb_seen;
-};
-
-/* The narrow record of an event without IPv6 addresses: struct nt_event
- * with IPv4 addresses in one word. Its layout is also the recordings'. */
-struct nt_tuple4 {
-	__u32 saddr;
-	__u32 daddr;
-	__u16 sport;
-	__u16 dport;
-	__u8 proto;
-	__u8 tcp_flags;
-	__u8 _pad[2];
-};
-
-struct nt_conntrack4 {
-	__u64 id;
-	__u32 status;
-	__u32 mark;
-	__u16 zone;
-	__u8 ctinfo;
-	__u8 _pad[5];
-	struct nt_tuple4 orig;
-	struct nt_tuple4 reply;
-};
-
-struct nt_event4 {
-	__u64 ts;
-	__u64 skb;
-	__u32 netns;
-	__u32 ifindex;
-	__u8 point;
-	__u8 kind;
-	__u8 hook;
-	__u8 flags;
-	__u16 cpu;
-	__u16 caplen;
-	char ifname[NT_IFNAMSIZ];
-	struct nt_tuple4 tuple;
-	struct nt_tuple4 inner;
-	struct nt_conntrack4 ct;
-	union {
-		struct {
-			struct nt_tuple4 pre;
-			__u32 out_ifindex;
-			__u32 _pad;
-			char out_ifname[NT_IFNAMSIZ];
-		} nat;
-		struct {
-			__u32 oif;
-			__u32 gateway;
-			__u32 saddr;
-			__s32 err;
-			__u32 table;
-			__u32 _pad;
-			char oifname[NT_IFNAMSIZ];
-		} route;
-		struct {
-			__u32 vni;
-			__u32 remote;
-			__u32 local;
-			__u16 port;
-			__u16 _pad;
-		} vxlan;
-		struct {
-			__u32 laddr;
-			__u16 lport;
-			__u8 outcome;
-			__u8 _pad;
-			__u32 accept_qlen;
-			__u32 accept_max;
-			__u32 syn_qlen;
-			__u32 _pad2;
-			__u64 listen_overflows;
-			__u64 listen_drops;
-		} syn;
-		struct nt_drop drop;
-		struct nt_tcp tcp;
-	} u;
-	__u64 skb_seen;
-};
-
-/* pkg/event reads narrow records (and recordings) at these offsets
- * (decode.go); its tests check the wide layout against bpf2go's. */
+/* The recordings' layout: pkg/event reads and writes narrow records at the
+ * offsets generated from this header, and recordings made by every earlier
+ * release hold them; these keep a change here from moving them. */
 #define NT_NARROW_AT(member, off) _Static_assert(__builtin_offsetof(struct nt_event4, member) == (off), \
-						 "nt_event4." #member " moved: pkg/event reads it at " #off)
+						 "nt_event4." #member " moved: recordings hold it at " #off)
 NT_NARROW_AT(tuple, 48);
 NT_NARROW_AT(inner, 64);
 NT_NARROW_AT(ct, 80);
@@ -290,6 +273,7 @@ NT_NARROW_AT(ct.orig, 104);
 NT_NARROW_AT(u, 136);
 NT_NARROW_AT(u.nat.out_ifindex, 152);
 NT_NARROW_AT(u.nat.out_ifname, 160);
+NT_NARROW_AT(u.route.gateway, 140);
 NT_NARROW_AT(u.route.err, 148);
 NT_NARROW_AT(u.route.oifname, 160);
 NT_NARROW_AT(u.vxlan.port, 148);
@@ -302,7 +286,7 @@ NT_NARROW_AT(u.drop.dst_ifindex, 156);
 NT_NARROW_AT(u.drop.ct_drops, 160);
 NT_NARROW_AT(u.drop.src_mtu, 172);
 NT_NARROW_AT(skb_seen, 176);
-_Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: pkg/event.RecordSize is 184");
+_Static_assert(sizeof(struct nt_event4) == 184, "nt_event4 changed size: recordings hold 184 bytes an event");
 
 /* A packet's journey: the events of one packet (the same skb, identity and
  * inner tuple; its addresses and ports as NAT translates them) made one

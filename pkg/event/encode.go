@@ -11,7 +11,7 @@ func Encode(e *Event, dst []byte) int {
 	b := dst[:RecordSize]
 	clear(b)
 	block, ipv6 := appendIPv6Block(dst[RecordSize:RecordSize], e)
-	le.PutUint64(b[offTime:], e.Time)
+	le.PutUint64(b[offTs:], e.Time)
 	le.PutUint64(b[offSkb:], e.Skb)
 	le.PutUint64(b[narrow.skbSeen:], e.SkbSeen)
 	le.PutUint32(b[offNetns:], e.Netns)
@@ -28,14 +28,14 @@ func Encode(e *Event, dst []byte) int {
 		encodeTuple(b[narrow.inner:], &e.Inner)
 	}
 	if e.Flags&FlagCT != 0 {
-		ct := b[narrow.ct:]
-		le.PutUint64(ct[0:], e.CT.ID)
-		le.PutUint32(ct[8:], uint32(e.CT.Status))
-		le.PutUint32(ct[12:], e.CT.Mark)
-		le.PutUint16(ct[16:], e.CT.Zone)
-		ct[18] = e.CT.Info
-		encodeTuple(ct[24:], &e.CT.Orig)
-		encodeTuple(ct[24+narrow.tupleSize:], &e.CT.Reply)
+		ct, o := b[narrow.ct:], conntrackAt[formNarrow]
+		le.PutUint64(ct[o.id:], e.CT.ID)
+		le.PutUint32(ct[o.status:], uint32(e.CT.Status))
+		le.PutUint32(ct[o.mark:], e.CT.Mark)
+		le.PutUint16(ct[o.zone:], e.CT.Zone)
+		ct[o.ctinfo] = e.CT.Info
+		encodeTuple(ct[o.orig:], &e.CT.Orig)
+		encodeTuple(ct[o.reply:], &e.CT.Reply)
 	}
 	p := b[narrow.payload:narrow.skbSeen]
 	encodeSection(e, p)
@@ -43,12 +43,14 @@ func Encode(e *Event, dst []byte) int {
 	return n + copy(dst[n:], e.Packet)
 }
 
+// encodeTuple writes a tuple of a narrow record.
 func encodeTuple(b []byte, t *Tuple) {
-	putAddr4(b[0:4], t.Src)
-	putAddr4(b[4:8], t.Dst)
-	le.PutUint16(b[8:], t.Sport)
-	le.PutUint16(b[10:], t.Dport)
-	b[12], b[13] = t.Proto, t.TCPFlags
+	o := tupleAt[formNarrow]
+	putAddr4(b[o.saddr:o.saddr+4], t.Src)
+	putAddr4(b[o.daddr:o.daddr+4], t.Dst)
+	le.PutUint16(b[o.sport:], t.Sport)
+	le.PutUint16(b[o.dport:], t.Dport)
+	b[o.proto], b[o.tcpFlags] = t.Proto, t.TCPFlags
 }
 
 func putAddr4(b []byte, a netip.Addr) {

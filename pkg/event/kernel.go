@@ -1,12 +1,5 @@
 package event
 
-// WideRecordSize is the size of a wide kernel record (sizeof(struct
-// nt_event)): addresses four words wide, for an event with an IPv6
-// address. The kernel sends an event without one narrowed to the record
-// Decode reads (struct nt_event4, RecordSize bytes), so an IPv4 event costs
-// the ring buffer and user space no more than before IPv6 existed.
-const WideRecordSize = 304
-
 // flagWide marks a wide kernel record (NT_F_WIDE).
 const flagWide = 0x40
 

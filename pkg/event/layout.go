@@ -4,27 +4,31 @@ import "net/netip"
 
 // layout is where one record form keeps each field: the narrow form
 // (IPv4 addresses in one word: recordings, and the kernel's IPv4 events)
-// and the wide one (four words per address). The header (time to device
-// name) and the drop and tcp payloads are the same in both.
+// and the wide one (four words per address). Both come from
+// bpf/include/nettrace.h through the object's BTF (layout_gen.go); the
+// header (time to device name) is the same in both.
 type layout struct {
 	form                                     int // formNarrow or formWide: which of a section's offsets apply
 	size, tuple, inner, ct, payload, skbSeen int
-	tupleSize, addrSize                      int
-	ctTuples                                 int // within the conntrack section
 }
 
-// The record forms, indexing each section's offsets.
+// The record forms, indexing each struct's layout.
 const (
 	formNarrow = iota
 	formWide
 	forms
 )
 
-var narrow = layout{form: formNarrow, size: RecordSize, tuple: 48, inner: 64, ct: 80, payload: 136, skbSeen: 176,
-	tupleSize: 16, addrSize: 4, ctTuples: 24}
+// The layout_gen.go tables are generated from the compiled BPF objects'
+// BTF; internal/layoutgen's test fails while they are not current.
+//go:generate go run ../../internal/layoutgen -obj ../../internal/probe/nat_bpfel.o -out layout_gen.go
 
-var wide = layout{form: formWide, size: WideRecordSize, tuple: 48, inner: 88, ct: 128, payload: 232, skbSeen: 296,
-	tupleSize: 40, addrSize: 16, ctTuples: 24}
+var narrow, wide = layoutOf(formNarrow), layoutOf(formWide)
+
+func layoutOf(form int) layout {
+	e := eventAt[form]
+	return layout{form: form, size: e.size, tuple: e.tuple, inner: e.inner, ct: e.ct, payload: e.u, skbSeen: e.skbSeen}
+}
 
 // addr reads an address; a wide one is IPv6 when its tuple says so.
 func (l *layout) addr(b []byte, ipv6 bool) netip.Addr {
@@ -37,14 +41,14 @@ func (l *layout) addr(b []byte, ipv6 bool) netip.Addr {
 // tupleOf reads a tuple and says whether its addresses are IPv6 (a wide
 // tuple's family byte follows its flags).
 func (l *layout) tupleOf(b []byte, t *Tuple) bool {
-	a := 2 * l.addrSize
-	ipv6 := l.addrSize == 16 && b[a+6] != 0
-	t.Src = l.addr(b[0:], ipv6)
-	t.Dst = l.addr(b[l.addrSize:], ipv6)
-	t.Sport = le.Uint16(b[a:])
-	t.Dport = le.Uint16(b[a+2:])
-	t.Proto = b[a+4]
-	t.TCPFlags = b[a+5]
+	o := tupleAt[l.form]
+	ipv6 := l.form == formWide && b[o.ipv6] != 0
+	t.Src = l.addr(b[o.saddr:], ipv6)
+	t.Dst = l.addr(b[o.daddr:], ipv6)
+	t.Sport = le.Uint16(b[o.sport:])
+	t.Dport = le.Uint16(b[o.dport:])
+	t.Proto = b[o.proto]
+	t.TCPFlags = b[o.tcpFlags]
 	return ipv6
 }
 
@@ -52,7 +56,7 @@ func (l *layout) tupleOf(b []byte, t *Tuple) bool {
 // at packetAt; b holds at least l.size bytes.
 func (l *layout) decode(b []byte, e *Event, packetAt int) {
 	*e = Event{
-		Time:    le.Uint64(b[offTime:]),
+		Time:    le.Uint64(b[offTs:]),
 		Skb:     le.Uint64(b[offSkb:]),
 		SkbSeen: le.Uint64(b[l.skbSeen:]),
 		Netns:   le.Uint32(b[offNetns:]),
@@ -72,14 +76,14 @@ func (l *layout) decode(b []byte, e *Event, packetAt int) {
 		l.tupleOf(b[l.inner:], &e.Inner)
 	}
 	if e.Flags&FlagCT != 0 {
-		ct := b[l.ct:]
-		e.CT.ID = le.Uint64(ct[0:])
-		e.CT.Status = CTStatus(le.Uint32(ct[8:]))
-		e.CT.Mark = le.Uint32(ct[12:])
-		e.CT.Zone = le.Uint16(ct[16:])
-		e.CT.Info = ct[18]
-		l.tupleOf(ct[l.ctTuples:], &e.CT.Orig)
-		l.tupleOf(ct[l.ctTuples+l.tupleSize:], &e.CT.Reply)
+		ct, o := b[l.ct:], conntrackAt[l.form]
+		e.CT.ID = le.Uint64(ct[o.id:])
+		e.CT.Status = CTStatus(le.Uint32(ct[o.status:]))
+		e.CT.Mark = le.Uint32(ct[o.mark:])
+		e.CT.Zone = le.Uint16(ct[o.zone:])
+		e.CT.Info = ct[o.ctinfo]
+		l.tupleOf(ct[o.orig:], &e.CT.Orig)
+		l.tupleOf(ct[o.reply:], &e.CT.Reply)
 	}
 	// The payload's addresses have the family of the event's tuple.
 	p := b[l.payload:l.skbSeen]

@@ -48,25 +48,27 @@ const dropBytesKept = 96
 
 type dropSection struct{}
 
-func (dropSection) decode(e *Event, p []byte, _ *layout, _ bool) {
-	e.Drop.Location = le.Uint64(p[0:])
-	e.Drop.Reason = le.Uint32(p[8:])
-	e.Drop.CTCount, e.Drop.CTMax = le.Uint32(p[12:]), le.Uint32(p[16:])
-	e.Drop.DstIfindex = le.Uint32(p[20:])
-	e.Drop.CTDrops = le.Uint64(p[24:])
-	e.Drop.DstMTU, e.Drop.LowerMTU, e.Drop.SrcMTU = le.Uint16(p[32:]), le.Uint16(p[34:]), le.Uint16(p[36:])
+func (dropSection) decode(e *Event, p []byte, l *layout, _ bool) {
+	o := dropAt[l.form]
+	e.Drop.Location = le.Uint64(p[o.location:])
+	e.Drop.Reason = le.Uint32(p[o.reason:])
+	e.Drop.CTCount, e.Drop.CTMax = le.Uint32(p[o.ctCount:]), le.Uint32(p[o.ctMax:])
+	e.Drop.DstIfindex = le.Uint32(p[o.dstIfindex:])
+	e.Drop.CTDrops = le.Uint64(p[o.ctDrops:])
+	e.Drop.DstMTU, e.Drop.LowerMTU, e.Drop.SrcMTU = le.Uint16(p[o.dstMTU:]), le.Uint16(p[o.lowerMTU:]), le.Uint16(p[o.srcMTU:])
 }
 
 func (dropSection) encode(e *Event, p []byte) {
-	le.PutUint64(p[0:], e.Drop.Location)
-	le.PutUint32(p[8:], e.Drop.Reason)
-	le.PutUint32(p[12:], e.Drop.CTCount)
-	le.PutUint32(p[16:], e.Drop.CTMax)
-	le.PutUint32(p[20:], e.Drop.DstIfindex)
-	le.PutUint64(p[24:], e.Drop.CTDrops)
-	le.PutUint16(p[32:], e.Drop.DstMTU)
-	le.PutUint16(p[34:], e.Drop.LowerMTU)
-	le.PutUint16(p[36:], e.Drop.SrcMTU)
+	o := dropAt[formNarrow]
+	le.PutUint64(p[o.location:], e.Drop.Location)
+	le.PutUint32(p[o.reason:], e.Drop.Reason)
+	le.PutUint32(p[o.ctCount:], e.Drop.CTCount)
+	le.PutUint32(p[o.ctMax:], e.Drop.CTMax)
+	le.PutUint32(p[o.dstIfindex:], e.Drop.DstIfindex)
+	le.PutUint64(p[o.ctDrops:], e.Drop.CTDrops)
+	le.PutUint16(p[o.dstMTU:], e.Drop.DstMTU)
+	le.PutUint16(p[o.lowerMTU:], e.Drop.LowerMTU)
+	le.PutUint16(p[o.srcMTU:], e.Drop.SrcMTU)
 }
 
 func (dropSection) appendCompact(b []byte, e *Event) []byte {

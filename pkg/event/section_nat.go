@@ -23,26 +23,19 @@ type NAT struct {
 
 type natSection struct{}
 
-// natOffsets are where struct nt_nat keeps its fields past pre, in the
-// narrow record and the wide one.
-var natOffsets = [forms]struct{ outIfindex, outIfname int }{
-	formNarrow: {outIfindex: 16, outIfname: 24},
-	formWide:   {outIfindex: 40, outIfname: 48},
-}
-
 func (natSection) decode(e *Event, p []byte, l *layout, _ bool) {
-	o := natOffsets[l.form]
+	o := natAt[l.form]
 	if e.Flags&FlagPre != 0 {
-		l.tupleOf(p, &e.NAT.Pre)
+		l.tupleOf(p[o.pre:], &e.NAT.Pre)
 	}
 	e.NAT.OutIfindex = le.Uint32(p[o.outIfindex:])
 	copy(e.NAT.OutIfname[:], p[o.outIfname:o.outIfname+16])
 }
 
 func (natSection) encode(e *Event, p []byte) {
-	o := natOffsets[formNarrow]
+	o := natAt[formNarrow]
 	if e.Flags&FlagPre != 0 {
-		encodeTuple(p, &e.NAT.Pre)
+		encodeTuple(p[o.pre:], &e.NAT.Pre)
 	}
 	le.PutUint32(p[o.outIfindex:], e.NAT.OutIfindex)
 	copy(p[o.outIfname:o.outIfname+16], e.NAT.OutIfname[:])

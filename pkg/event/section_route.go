@@ -28,28 +28,21 @@ type Route struct {
 
 type routeSection struct{}
 
-// routeOffsets are where struct nt_route keeps its fields, in the narrow
-// record and the wide one.
-var routeOffsets = [forms]struct{ oif, err, gateway, src, table, oifname int }{
-	formNarrow: {oif: 0, gateway: 4, src: 8, err: 12, table: 16, oifname: 24},
-	formWide:   {oif: 0, err: 4, gateway: 8, src: 24, table: 40, oifname: 48},
-}
-
 func (routeSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
-	o := routeOffsets[l.form]
+	o := routeAt[l.form]
 	e.Route.Oif = le.Uint32(p[o.oif:])
 	e.Route.Err = int32(le.Uint32(p[o.err:]))
 	e.Route.Gateway = l.addr(p[o.gateway:], ipv6)
-	e.Route.Src = l.addr(p[o.src:], ipv6)
+	e.Route.Src = l.addr(p[o.saddr:], ipv6)
 	e.Route.Table = le.Uint32(p[o.table:])
 	copy(e.Route.OifName[:], p[o.oifname:o.oifname+16])
 }
 
 func (routeSection) encode(e *Event, p []byte) {
-	o := routeOffsets[formNarrow]
+	o := routeAt[formNarrow]
 	le.PutUint32(p[o.oif:], e.Route.Oif)
 	putAddr4(p[o.gateway:o.gateway+4], e.Route.Gateway)
-	putAddr4(p[o.src:o.src+4], e.Route.Src)
+	putAddr4(p[o.saddr:o.saddr+4], e.Route.Src)
 	le.PutUint32(p[o.err:], uint32(e.Route.Err))
 	le.PutUint32(p[o.table:], e.Route.Table)
 	copy(p[o.oifname:o.oifname+16], e.Route.OifName[:])

@@ -64,34 +64,27 @@ type SYN struct {
 
 type synSection struct{}
 
-// synOffsets are where struct nt_syn keeps its fields, in the narrow
-// record and the wide one.
-var synOffsets = [forms]struct{ addr, port, outcome, acceptQueue, acceptMax, synQueue, overflows, drops int }{
-	formNarrow: {addr: 0, port: 4, outcome: 6, acceptQueue: 8, acceptMax: 12, synQueue: 16, overflows: 24, drops: 32},
-	formWide:   {addr: 0, port: 16, outcome: 18, acceptQueue: 20, acceptMax: 24, synQueue: 28, overflows: 40, drops: 48},
-}
-
 func (synSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
-	o := synOffsets[l.form]
-	e.SYN.Listener = netip.AddrPortFrom(l.addr(p[o.addr:], ipv6), le.Uint16(p[o.port:]))
+	o := synAt[l.form]
+	e.SYN.Listener = netip.AddrPortFrom(l.addr(p[o.laddr:], ipv6), le.Uint16(p[o.lport:]))
 	e.SYN.Outcome = SYNOutcome(p[o.outcome])
-	e.SYN.AcceptQueue = le.Uint32(p[o.acceptQueue:])
+	e.SYN.AcceptQueue = le.Uint32(p[o.acceptQlen:])
 	e.SYN.AcceptMax = le.Uint32(p[o.acceptMax:])
-	e.SYN.SYNQueue = le.Uint32(p[o.synQueue:])
-	e.SYN.ListenOverfl = le.Uint64(p[o.overflows:])
-	e.SYN.ListenDrops = le.Uint64(p[o.drops:])
+	e.SYN.SYNQueue = le.Uint32(p[o.synQlen:])
+	e.SYN.ListenOverfl = le.Uint64(p[o.listenOverflows:])
+	e.SYN.ListenDrops = le.Uint64(p[o.listenDrops:])
 }
 
 func (synSection) encode(e *Event, p []byte) {
-	o := synOffsets[formNarrow]
-	putAddr4(p[o.addr:o.addr+4], e.SYN.Listener.Addr())
-	le.PutUint16(p[o.port:], e.SYN.Listener.Port())
+	o := synAt[formNarrow]
+	putAddr4(p[o.laddr:o.laddr+4], e.SYN.Listener.Addr())
+	le.PutUint16(p[o.lport:], e.SYN.Listener.Port())
 	p[o.outcome] = byte(e.SYN.Outcome)
-	le.PutUint32(p[o.acceptQueue:], e.SYN.AcceptQueue)
+	le.PutUint32(p[o.acceptQlen:], e.SYN.AcceptQueue)
 	le.PutUint32(p[o.acceptMax:], e.SYN.AcceptMax)
-	le.PutUint32(p[o.synQueue:], e.SYN.SYNQueue)
-	le.PutUint64(p[o.overflows:], e.SYN.ListenOverfl)
-	le.PutUint64(p[o.drops:], e.SYN.ListenDrops)
+	le.PutUint32(p[o.synQlen:], e.SYN.SYNQueue)
+	le.PutUint64(p[o.listenOverflows:], e.SYN.ListenOverfl)
+	le.PutUint64(p[o.listenDrops:], e.SYN.ListenDrops)
 }
 
 func (synSection) appendCompact(b []byte, e *Event) []byte {

@@ -23,15 +23,17 @@ type TCP struct {
 
 type tcpSection struct{}
 
-func (tcpSection) decode(e *Event, p []byte, _ *layout, _ bool) {
-	e.TCP.OldState = p[0]
-	e.TCP.NewState = p[1]
-	e.TCP.Cookie = le.Uint64(p[8:])
+func (tcpSection) decode(e *Event, p []byte, l *layout, _ bool) {
+	o := tcpAt[l.form]
+	e.TCP.OldState = p[o.oldstate]
+	e.TCP.NewState = p[o.newstate]
+	e.TCP.Cookie = le.Uint64(p[o.cookie:])
 }
 
 func (tcpSection) encode(e *Event, p []byte) {
-	p[0], p[1] = e.TCP.OldState, e.TCP.NewState
-	le.PutUint64(p[8:], e.TCP.Cookie)
+	o := tcpAt[formNarrow]
+	p[o.oldstate], p[o.newstate] = e.TCP.OldState, e.TCP.NewState
+	le.PutUint64(p[o.cookie:], e.TCP.Cookie)
 }
 
 func (tcpSection) appendCompact(b []byte, e *Event) []byte {

@@ -26,15 +26,8 @@ type VXLAN struct {
 
 type vxlanSection struct{}
 
-// vxlanOffsets are where struct nt_vxlan keeps its fields, in the narrow
-// record and the wide one.
-var vxlanOffsets = [forms]struct{ vni, remote, local, port int }{
-	formNarrow: {vni: 0, remote: 4, local: 8, port: 12},
-	formWide:   {vni: 0, remote: 4, local: 20, port: 36},
-}
-
 func (vxlanSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
-	o := vxlanOffsets[l.form]
+	o := vxlanAt[l.form]
 	e.VXLAN.VNI = le.Uint32(p[o.vni:])
 	e.VXLAN.Remote = l.addr(p[o.remote:], ipv6)
 	e.VXLAN.Local = l.addr(p[o.local:], ipv6)
@@ -42,7 +35,7 @@ func (vxlanSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
 }
 
 func (vxlanSection) encode(e *Event, p []byte) {
-	o := vxlanOffsets[formNarrow]
+	o := vxlanAt[formNarrow]
 	le.PutUint32(p[o.vni:], e.VXLAN.VNI)
 	putAddr4(p[o.remote:o.remote+4], e.VXLAN.Remote)
 	putAddr4(p[o.local:o.local+4], e.VXLAN.Local)
