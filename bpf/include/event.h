@@ -175,12 +175,8 @@ static __always_inline bool nt_wide(const struct nt_event *e)
 
 NT_NARROWING(nt_tuple)
 NT_NARROWING(nt_conntrack)
-NT_NARROWING(nt_nat)
-NT_NARROWING(nt_route)
-NT_NARROWING(nt_vxlan)
-NT_NARROWING(nt_syn)
-NT_NARROWING(nt_drop)
-NT_NARROWING(nt_tcp)
+#define NT_PAYLOAD_NARROWING(point, member) NT_NARROWING(nt_##member)
+NT_PAYLOADS(NT_PAYLOAD_NARROWING)
 
 /* The payload of the event's point (a dev event has none). */
 #define NT_COPY_PAYLOAD_OF(point, member)                                      \

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The event layout shared by every nettrace BPF program and the Go decoder
- * (bpf2go generates the Go twin of struct nt_event from this header).
+ * (pkg/event's offsets are generated from this header, through the
+ * compiled object's BTF).
  *
  * One fixed-size record per observation, followed by the first caplen
  * bytes of the packet from its IP header: the fixed part keeps the Go
@@ -240,12 +241,8 @@ enum nt_syn_outcome {
 
 NT_STRUCTS(nt_tuple);
 NT_STRUCTS(nt_conntrack);
-NT_STRUCTS(nt_nat);
-NT_STRUCTS(nt_route);
-NT_STRUCTS(nt_vxlan);
-NT_STRUCTS(nt_syn);
-NT_STRUCTS(nt_drop);
-NT_STRUCTS(nt_tcp);
+#define NT_PAYLOAD_STRUCTS(point, member) NT_STRUCTS(nt_##member);
+NT_PAYLOADS(NT_PAYLOAD_STRUCTS)
 
 #define NT_PAYLOAD_WIDE(point, member) struct nt_##member member;
 #define NT_PAYLOAD_NARROW(point, member) struct nt_##member##4 member;

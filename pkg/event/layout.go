@@ -20,8 +20,8 @@ const (
 )
 
 // The layout_gen.go tables are generated from the compiled BPF objects'
-// BTF; internal/layoutgen's test fails while they are not current.
-//go:generate go run ../../internal/layoutgen -obj ../../internal/probe/nat_bpfel.o -out layout_gen.go
+// BTF; layoutgen's test fails while they are not current.
+//go:generate go run ./internal/layoutgen -obj ../../internal/probe/nat_bpfel.o -out layout_gen.go
 
 var narrow, wide = layoutOf(formNarrow), layoutOf(formWide)
 

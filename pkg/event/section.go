@@ -4,11 +4,12 @@ import "net/netip"
 
 // A section is one point's payload: the part of an event after the fields
 // every event has. Each point's section is one file (section_<point>.go)
-// holding its payload type and registered in sections: how kernel records
-// (narrow and wide) and recordings keep it, its compact form, its
-// addresses beyond the tuples (which a recording's IPv6 block carries),
-// and a sample event that the tests round-trip through every form; and
-// how the renderers show it (View).
+// holding its payload type and registered in sections: its name, kinds
+// and a sample event that the tests round-trip through every form, and
+// how the renderers show it (View). How kernel records (narrow and wide)
+// and recordings keep the payload, its compact form and its addresses
+// beyond the tuples (which a recording's IPv6 block carries) are generated
+// from the payload type's nt tags (section_codec.go, codecgen).
 type section interface {
 	View
 	// decode reads the payload p of a record of layout l; ipv6 is the
@@ -55,15 +56,6 @@ const (
 // payloadAddrs is how many addresses a payload may hold.
 const payloadAddrs = 2
 
-// setAddrOfPair is setAddr for a payload whose addresses are two fields.
-func setAddrOfPair(i int, a netip.Addr, first, second *netip.Addr) {
-	if i == 0 {
-		*first = a
-	} else {
-		*second = a
-	}
-}
-
 // sections holds each point's section, indexed by the point: the
 // registry the tests check every point against.
 var sections = [...]section{
@@ -84,6 +76,7 @@ var sections = [...]section{
 // function per operation taking the event, named <operation>Section) from
 // this registry; TestDispatchIsCurrent fails while they are not.
 //go:generate go run ./internal/sectiongen -in section.go -out section_dispatch.go
+//go:generate go run ./internal/codecgen -out section_codec.go
 
 // emptySection is a section without payload: the dev point's, and the
 // dispatch's for a point the registry lacks (a damaged recording's).

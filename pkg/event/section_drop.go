@@ -3,7 +3,6 @@ package event
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 )
 
 // PointDrop is the drop point's value in enum nt_point, and its kinds'
@@ -17,23 +16,25 @@ const (
 // Drop is the payload of a drop event: where the kernel freed the packet,
 // and why. The same in the narrow and the wide record.
 type Drop struct {
-	Location uint64 // kernel address that freed the packet
-	Reason   uint32 // enum skb_drop_reason of the kernel that recorded it
+	Location uint64 `nt:"location"` // kernel address that freed the packet
+	Reason   uint32 `nt:"reason"`   // enum skb_drop_reason of the kernel that recorded it
 	// The conntrack table of the drop's namespace, for a packet a netfilter
 	// hook dropped before it had an entry, as user space read it after the
 	// drop (ctstat): its entries and limit, and the packets conntrack's drop
 	// counter counted since the reading before. Zero: not read.
-	CTCount, CTMax uint32
-	CTDrops        uint64
+	CTCount uint32 `nt:"ct_count,varint"`
+	CTMax   uint32 `nt:"ct_max,varint"`
+	CTDrops uint64 `nt:"ct_drops,varint"`
 	// DstIfindex is the device the packet was routed to when it was freed,
 	// DstMTU that device's MTU (zero: no route yet): a packet too big to
 	// forward was too big for them. An MTU above 65535 reads 65535.
-	DstIfindex uint32
-	DstMTU     uint16
+	DstIfindex uint32 `nt:"dst_ifindex,varint"`
+	DstMTU     uint16 `nt:"dst_mtu,varint"`
 	// For a packet too big to forward, as user space read them after the
 	// drop (linkmtu): the MTU of the device under the route's device when
 	// that is a tunnel, and of the sender's own device. Zero: not read.
-	LowerMTU, SrcMTU uint16
+	LowerMTU uint16 `nt:"lower_mtu,varint"`
+	SrcMTU   uint16 `nt:"src_mtu,varint"`
 }
 
 // CTRead says whether the conntrack table was read for the drop.
@@ -48,57 +49,20 @@ const dropBytesKept = 96
 
 type dropSection struct{}
 
-func (dropSection) decode(e *Event, p []byte, l *layout, _ bool) {
-	o := dropAt[l.form]
-	e.Drop.Location = le.Uint64(p[o.location:])
-	e.Drop.Reason = le.Uint32(p[o.reason:])
-	e.Drop.CTCount, e.Drop.CTMax = le.Uint32(p[o.ctCount:]), le.Uint32(p[o.ctMax:])
-	e.Drop.DstIfindex = le.Uint32(p[o.dstIfindex:])
-	e.Drop.CTDrops = le.Uint64(p[o.ctDrops:])
-	e.Drop.DstMTU, e.Drop.LowerMTU, e.Drop.SrcMTU = le.Uint16(p[o.dstMTU:]), le.Uint16(p[o.lowerMTU:]), le.Uint16(p[o.srcMTU:])
-}
-
-func (dropSection) encode(e *Event, p []byte) {
-	o := dropAt[formNarrow]
-	le.PutUint64(p[o.location:], e.Drop.Location)
-	le.PutUint32(p[o.reason:], e.Drop.Reason)
-	le.PutUint32(p[o.ctCount:], e.Drop.CTCount)
-	le.PutUint32(p[o.ctMax:], e.Drop.CTMax)
-	le.PutUint32(p[o.dstIfindex:], e.Drop.DstIfindex)
-	le.PutUint64(p[o.ctDrops:], e.Drop.CTDrops)
-	le.PutUint16(p[o.dstMTU:], e.Drop.DstMTU)
-	le.PutUint16(p[o.lowerMTU:], e.Drop.LowerMTU)
-	le.PutUint16(p[o.srcMTU:], e.Drop.SrcMTU)
-}
-
 func (dropSection) appendCompact(b []byte, e *Event) []byte {
-	b = le.AppendUint64(b, e.Drop.Location)
-	b = le.AppendUint32(b, e.Drop.Reason)
-	b = binary.AppendUvarint(b, uint64(e.Drop.CTCount))
-	b = binary.AppendUvarint(b, uint64(e.Drop.CTMax))
-	b = binary.AppendUvarint(b, e.Drop.CTDrops)
-	b = binary.AppendUvarint(b, uint64(e.Drop.DstIfindex))
-	b = binary.AppendUvarint(b, uint64(e.Drop.DstMTU))
-	b = binary.AppendUvarint(b, uint64(e.Drop.LowerMTU))
-	b = binary.AppendUvarint(b, uint64(e.Drop.SrcMTU))
+	b = dropSection{}.appendCompactFields(b, e)
 	kept := e.Packet[:min(len(e.Packet), dropBytesKept)]
 	return append(binary.AppendUvarint(b, uint64(len(kept))), kept...)
 }
 
 func (dropSection) readCompact(r *compactReader, e *Event) {
-	e.Drop.Location, e.Drop.Reason = r.u64(), r.u32()
-	e.Drop.CTCount, e.Drop.CTMax, e.Drop.CTDrops = uint32(r.uvarint()), uint32(r.uvarint()), r.uvarint()
-	e.Drop.DstIfindex, e.Drop.DstMTU = uint32(r.uvarint()), uint16(r.uvarint())
-	e.Drop.LowerMTU, e.Drop.SrcMTU = uint16(r.uvarint()), uint16(r.uvarint())
+	dropSection{}.readCompactFields(r, e)
 	if n := r.uvarint(); n > dropBytesKept {
 		r.short = true
 	} else if n > 0 {
 		e.Packet = r.take(int(n))
 	}
 }
-
-func (dropSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
-func (dropSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (dropSection) name() string { return "drop" }
 

@@ -1,7 +1,6 @@
 package event
 
 import (
-	"net/netip"
 	"strings"
 )
 
@@ -16,54 +15,12 @@ const (
 // NAT is the payload of a nat event: the tuple before and after one NAT
 // hook, and the device of the route attached after it.
 type NAT struct {
-	Pre        Tuple // before the hook's translation (valid with FlagPre)
-	OutIfindex uint32
-	OutIfname  Name // device of the route attached after the hook
+	Pre        Tuple  `nt:"pre,if=FlagPre"` // before the hook's translation
+	OutIfindex uint32 `nt:"out_ifindex"`
+	OutIfname  Name   `nt:"out_ifname"` // device of the route attached after the hook
 }
 
 type natSection struct{}
-
-func (natSection) decode(e *Event, p []byte, l *layout, _ bool) {
-	o := natAt[l.form]
-	if e.Flags&FlagPre != 0 {
-		l.tupleOf(p[o.pre:], &e.NAT.Pre)
-	}
-	e.NAT.OutIfindex = le.Uint32(p[o.outIfindex:])
-	copy(e.NAT.OutIfname[:], p[o.outIfname:o.outIfname+16])
-}
-
-func (natSection) encode(e *Event, p []byte) {
-	o := natAt[formNarrow]
-	if e.Flags&FlagPre != 0 {
-		encodeTuple(p[o.pre:], &e.NAT.Pre)
-	}
-	le.PutUint32(p[o.outIfindex:], e.NAT.OutIfindex)
-	copy(p[o.outIfname:o.outIfname+16], e.NAT.OutIfname[:])
-}
-
-func (natSection) appendCompact(b []byte, e *Event) []byte {
-	if e.Flags&FlagPre != 0 {
-		b = appendTuple(b, &e.NAT.Pre)
-	}
-	b = le.AppendUint32(b, e.NAT.OutIfindex)
-	return appendName(b, &e.NAT.OutIfname)
-}
-
-func (natSection) readCompact(r *compactReader, e *Event) {
-	if e.Flags&FlagPre != 0 {
-		r.tuple(&e.NAT.Pre)
-	}
-	e.NAT.OutIfindex = r.u32()
-	r.name(&e.NAT.OutIfname)
-}
-
-func (natSection) addrs(e *Event) [payloadAddrs]netip.Addr {
-	return [payloadAddrs]netip.Addr{e.NAT.Pre.Src, e.NAT.Pre.Dst}
-}
-
-func (natSection) setAddr(e *Event, i int, a netip.Addr) {
-	setAddrOfPair(i, a, &e.NAT.Pre.Src, &e.NAT.Pre.Dst)
-}
 
 func (natSection) name() string { return "nat" }
 

@@ -18,59 +18,15 @@ const (
 // Route is the payload of a route event: a FIB lookup made for a followed
 // packet, or the re-route after NAT.
 type Route struct {
-	Oif     uint32
-	OifName Name
-	Gateway netip.Addr
-	Src     netip.Addr
-	Err     int32
-	Table   uint32
+	Oif     uint32     `nt:"oif"`
+	OifName Name       `nt:"oifname"`
+	Gateway netip.Addr `nt:"gateway"`
+	Src     netip.Addr `nt:"saddr"`
+	Err     int32      `nt:"err"`
+	Table   uint32     `nt:"table"`
 }
 
 type routeSection struct{}
-
-func (routeSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
-	o := routeAt[l.form]
-	e.Route.Oif = le.Uint32(p[o.oif:])
-	e.Route.Err = int32(le.Uint32(p[o.err:]))
-	e.Route.Gateway = l.addr(p[o.gateway:], ipv6)
-	e.Route.Src = l.addr(p[o.saddr:], ipv6)
-	e.Route.Table = le.Uint32(p[o.table:])
-	copy(e.Route.OifName[:], p[o.oifname:o.oifname+16])
-}
-
-func (routeSection) encode(e *Event, p []byte) {
-	o := routeAt[formNarrow]
-	le.PutUint32(p[o.oif:], e.Route.Oif)
-	putAddr4(p[o.gateway:o.gateway+4], e.Route.Gateway)
-	putAddr4(p[o.saddr:o.saddr+4], e.Route.Src)
-	le.PutUint32(p[o.err:], uint32(e.Route.Err))
-	le.PutUint32(p[o.table:], e.Route.Table)
-	copy(p[o.oifname:o.oifname+16], e.Route.OifName[:])
-}
-
-func (routeSection) appendCompact(b []byte, e *Event) []byte {
-	b = le.AppendUint32(b, e.Route.Oif)
-	b = appendName(b, &e.Route.OifName)
-	b = appendAddr(b, e.Route.Gateway)
-	b = appendAddr(b, e.Route.Src)
-	b = le.AppendUint32(b, uint32(e.Route.Err))
-	return le.AppendUint32(b, e.Route.Table)
-}
-
-func (routeSection) readCompact(r *compactReader, e *Event) {
-	e.Route.Oif = r.u32()
-	r.name(&e.Route.OifName)
-	e.Route.Gateway, e.Route.Src = r.addr(), r.addr()
-	e.Route.Err, e.Route.Table = int32(r.u32()), r.u32()
-}
-
-func (routeSection) addrs(e *Event) [payloadAddrs]netip.Addr {
-	return [payloadAddrs]netip.Addr{e.Route.Gateway, e.Route.Src}
-}
-
-func (routeSection) setAddr(e *Event, i int, a netip.Addr) {
-	setAddrOfPair(i, a, &e.Route.Gateway, &e.Route.Src)
-}
 
 func (routeSection) name() string { return "route" }
 

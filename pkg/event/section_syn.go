@@ -1,7 +1,6 @@
 package event
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -53,68 +52,16 @@ func (o SYNOutcome) Dropped() bool { return o != SYNQueued && o != SYNCookie && 
 // SYN is the payload of a syn event: what a listener did with a SYN, and
 // its queues then.
 type SYN struct {
-	Listener     netip.AddrPort
-	Outcome      SYNOutcome
-	AcceptQueue  uint32
-	AcceptMax    uint32
-	SYNQueue     uint32
-	ListenDrops  uint64 // counter deltas in the listener's netns (user-space method)
-	ListenOverfl uint64
+	Listener     netip.AddrPort `nt:"laddr+lport"`
+	Outcome      SYNOutcome     `nt:"outcome"`
+	AcceptQueue  uint32         `nt:"accept_qlen"`
+	AcceptMax    uint32         `nt:"accept_max"`
+	SYNQueue     uint32         `nt:"syn_qlen"`
+	ListenDrops  uint64         `nt:"listen_drops,varint"` // counter deltas in the listener's netns (user-space method)
+	ListenOverfl uint64         `nt:"listen_overflows,varint"`
 }
 
 type synSection struct{}
-
-func (synSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
-	o := synAt[l.form]
-	e.SYN.Listener = netip.AddrPortFrom(l.addr(p[o.laddr:], ipv6), le.Uint16(p[o.lport:]))
-	e.SYN.Outcome = SYNOutcome(p[o.outcome])
-	e.SYN.AcceptQueue = le.Uint32(p[o.acceptQlen:])
-	e.SYN.AcceptMax = le.Uint32(p[o.acceptMax:])
-	e.SYN.SYNQueue = le.Uint32(p[o.synQlen:])
-	e.SYN.ListenOverfl = le.Uint64(p[o.listenOverflows:])
-	e.SYN.ListenDrops = le.Uint64(p[o.listenDrops:])
-}
-
-func (synSection) encode(e *Event, p []byte) {
-	o := synAt[formNarrow]
-	putAddr4(p[o.laddr:o.laddr+4], e.SYN.Listener.Addr())
-	le.PutUint16(p[o.lport:], e.SYN.Listener.Port())
-	p[o.outcome] = byte(e.SYN.Outcome)
-	le.PutUint32(p[o.acceptQlen:], e.SYN.AcceptQueue)
-	le.PutUint32(p[o.acceptMax:], e.SYN.AcceptMax)
-	le.PutUint32(p[o.synQlen:], e.SYN.SYNQueue)
-	le.PutUint64(p[o.listenOverflows:], e.SYN.ListenOverfl)
-	le.PutUint64(p[o.listenDrops:], e.SYN.ListenDrops)
-}
-
-func (synSection) appendCompact(b []byte, e *Event) []byte {
-	b = appendAddr(b, e.SYN.Listener.Addr())
-	b = le.AppendUint16(b, e.SYN.Listener.Port())
-	b = append(b, byte(e.SYN.Outcome))
-	b = le.AppendUint32(b, e.SYN.AcceptQueue)
-	b = le.AppendUint32(b, e.SYN.AcceptMax)
-	b = le.AppendUint32(b, e.SYN.SYNQueue)
-	b = binary.AppendUvarint(b, e.SYN.ListenDrops)
-	return binary.AppendUvarint(b, e.SYN.ListenOverfl)
-}
-
-func (synSection) readCompact(r *compactReader, e *Event) {
-	a := r.addr()
-	e.SYN.Listener = netip.AddrPortFrom(a, r.u16())
-	e.SYN.Outcome = SYNOutcome(r.u8())
-	e.SYN.AcceptQueue, e.SYN.AcceptMax, e.SYN.SYNQueue = r.u32(), r.u32(), r.u32()
-	e.SYN.ListenDrops, e.SYN.ListenOverfl = r.uvarint(), r.uvarint()
-}
-
-func (synSection) addrs(e *Event) [payloadAddrs]netip.Addr {
-	return [payloadAddrs]netip.Addr{e.SYN.Listener.Addr()}
-}
-
-func (synSection) setAddr(e *Event, i int, a netip.Addr) {
-	if i == 0 {
-		e.SYN.Listener = netip.AddrPortFrom(a, e.SYN.Listener.Port())
-	}
-}
 
 func (synSection) name() string { return "syn" }
 

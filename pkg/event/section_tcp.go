@@ -1,7 +1,5 @@
 package event
 
-import "net/netip"
-
 // PointTCP is the tcp point's value in enum nt_point, and its kinds'
 // values are in enum nt_kind.
 const (
@@ -16,38 +14,12 @@ const (
 // TCP is the payload of a tcp event: a socket's state change, reset or
 // SYN-ACK retransmit. The same in the narrow and the wide record.
 type TCP struct {
-	OldState uint8
-	NewState uint8
-	Cookie   uint64 // the socket's cookie: unique for the life of the kernel
+	OldState uint8  `nt:"oldstate"`
+	NewState uint8  `nt:"newstate"`
+	Cookie   uint64 `nt:"cookie"` // the socket's cookie: unique for the life of the kernel
 }
 
 type tcpSection struct{}
-
-func (tcpSection) decode(e *Event, p []byte, l *layout, _ bool) {
-	o := tcpAt[l.form]
-	e.TCP.OldState = p[o.oldstate]
-	e.TCP.NewState = p[o.newstate]
-	e.TCP.Cookie = le.Uint64(p[o.cookie:])
-}
-
-func (tcpSection) encode(e *Event, p []byte) {
-	o := tcpAt[formNarrow]
-	p[o.oldstate], p[o.newstate] = e.TCP.OldState, e.TCP.NewState
-	le.PutUint64(p[o.cookie:], e.TCP.Cookie)
-}
-
-func (tcpSection) appendCompact(b []byte, e *Event) []byte {
-	b = append(b, e.TCP.OldState, e.TCP.NewState)
-	return le.AppendUint64(b, e.TCP.Cookie)
-}
-
-func (tcpSection) readCompact(r *compactReader, e *Event) {
-	e.TCP.OldState, e.TCP.NewState = r.u8(), r.u8()
-	e.TCP.Cookie = r.u64()
-}
-
-func (tcpSection) addrs(*Event) (a [payloadAddrs]netip.Addr) { return a }
-func (tcpSection) setAddr(*Event, int, netip.Addr)           {}
 
 func (tcpSection) name() string { return "tcp" }
 

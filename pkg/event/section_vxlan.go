@@ -18,50 +18,13 @@ const (
 // VXLAN is the payload of a vxlan event: the encapsulation's VNI and
 // tunnel endpoints.
 type VXLAN struct {
-	VNI    uint32
-	Remote netip.Addr // remote VTEP
-	Local  netip.Addr
-	Port   uint16
+	VNI    uint32     `nt:"vni"`
+	Remote netip.Addr `nt:"remote"` // remote VTEP
+	Local  netip.Addr `nt:"local"`
+	Port   uint16     `nt:"port"`
 }
 
 type vxlanSection struct{}
-
-func (vxlanSection) decode(e *Event, p []byte, l *layout, ipv6 bool) {
-	o := vxlanAt[l.form]
-	e.VXLAN.VNI = le.Uint32(p[o.vni:])
-	e.VXLAN.Remote = l.addr(p[o.remote:], ipv6)
-	e.VXLAN.Local = l.addr(p[o.local:], ipv6)
-	e.VXLAN.Port = le.Uint16(p[o.port:])
-}
-
-func (vxlanSection) encode(e *Event, p []byte) {
-	o := vxlanAt[formNarrow]
-	le.PutUint32(p[o.vni:], e.VXLAN.VNI)
-	putAddr4(p[o.remote:o.remote+4], e.VXLAN.Remote)
-	putAddr4(p[o.local:o.local+4], e.VXLAN.Local)
-	le.PutUint16(p[o.port:], e.VXLAN.Port)
-}
-
-func (vxlanSection) appendCompact(b []byte, e *Event) []byte {
-	b = le.AppendUint32(b, e.VXLAN.VNI)
-	b = appendAddr(b, e.VXLAN.Remote)
-	b = appendAddr(b, e.VXLAN.Local)
-	return le.AppendUint16(b, e.VXLAN.Port)
-}
-
-func (vxlanSection) readCompact(r *compactReader, e *Event) {
-	e.VXLAN.VNI = r.u32()
-	e.VXLAN.Remote, e.VXLAN.Local = r.addr(), r.addr()
-	e.VXLAN.Port = r.u16()
-}
-
-func (vxlanSection) addrs(e *Event) [payloadAddrs]netip.Addr {
-	return [payloadAddrs]netip.Addr{e.VXLAN.Remote, e.VXLAN.Local}
-}
-
-func (vxlanSection) setAddr(e *Event, i int, a netip.Addr) {
-	setAddrOfPair(i, a, &e.VXLAN.Remote, &e.VXLAN.Local)
-}
 
 func (vxlanSection) name() string { return "vxlan" }
 

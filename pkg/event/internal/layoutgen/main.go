@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf/btf"
+
+	"github.com/nettrace-dev/nettrace/pkg/event/internal/cname"
 )
 
 func main() {
@@ -147,7 +149,7 @@ func writeHeaderConsts(b *bytes.Buffer, wide, narrow *btf.Struct) {
 		if len(composites(m.Type)) > 0 || i >= len(narrow.Members) || narrow.Members[i].Offset != m.Offset {
 			break
 		}
-		fmt.Fprintf(b, "\toff%s = %d\n", exported(m.Name), m.Offset.Bytes())
+		fmt.Fprintf(b, "\toff%s = %d\n", cname.Exported(m.Name), m.Offset.Bytes())
 	}
 	b.WriteString(")\n\n")
 }
@@ -159,7 +161,7 @@ func writePair(b *bytes.Buffer, p pair) {
 	fmt.Fprintf(b, "type %sLayout struct {\n\tsize int\n", name)
 	for _, m := range p.wide.Members {
 		if !strings.HasPrefix(m.Name, "_") {
-			fmt.Fprintf(b, "\t%s int\n", camel(m.Name))
+			fmt.Fprintf(b, "\t%s int\n", cname.Field(m.Name))
 		}
 	}
 	b.WriteString("}\n\n")
@@ -172,43 +174,12 @@ func writePair(b *bytes.Buffer, p pair) {
 		fmt.Fprintf(b, "\t%s: {size: %d", f.form, f.s.Size)
 		for _, m := range f.s.Members {
 			if !strings.HasPrefix(m.Name, "_") {
-				fmt.Fprintf(b, ", %s: %d", camel(m.Name), m.Offset.Bytes())
+				fmt.Fprintf(b, ", %s: %d", cname.Field(m.Name), m.Offset.Bytes())
 			}
 		}
 		b.WriteString("},\n")
 	}
 	b.WriteString("}\n\n")
-}
-
-// initialisms are the words Go names write in capitals.
-var initialisms = map[string]bool{"cpu": true, "id": true, "mtu": true, "vni": true}
-
-// camel makes a C member name a Go field name: dst_mtu, dstMTU.
-func camel(s string) string {
-	parts := strings.Split(s, "_")
-	for i := 1; i < len(parts); i++ {
-		parts[i] = word(parts[i])
-	}
-	return strings.Join(parts, "")
-}
-
-// exported is camel with its first word capitalized too: cpu, CPU.
-func exported(s string) string {
-	first, rest, _ := strings.Cut(s, "_")
-	if rest == "" {
-		return word(first)
-	}
-	return word(first) + exported(rest)
-}
-
-func word(w string) string {
-	if initialisms[w] {
-		return strings.ToUpper(w)
-	}
-	if w == "" {
-		return w
-	}
-	return strings.ToUpper(w[:1]) + w[1:]
 }
 
 func baseName(path string) string {

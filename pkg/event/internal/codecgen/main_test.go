@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The committed codecs are what the payloads' tags generate: a tag or
+// field changed without `go generate ./pkg/event` fails here.
+func TestCodecIsCurrent(t *testing.T) {
+	want, err := generateDir("../..", "section_codec.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("../../section_codec.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("pkg/event/section_codec.go is not what the payloads' nt tags generate: run go generate ./pkg/event")
+	}
+}
+
+func parse(t *testing.T, src string) []*ast.File {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "x.go", "package event\n"+src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*ast.File{f}
+}
+
+const event = `type Event struct { Probe Probe }
+type probeSection struct{}
+type Outcome uint8
+`
+
+// Each tag form becomes its reads and writes in every form, at the
+// generated layout's offsets, and a hand-written operation keeps its name.
+func TestEveryTagForm(t *testing.T) {
+	src, err := generate(parse(t, event+`
+type Probe struct {
+	Pre      Tuple          `+"`nt:\"pre,if=FlagPre\"`"+`
+	Dev      Name           `+"`nt:\"out_ifname\"`"+`
+	Gateway  netip.Addr     `+"`nt:\"gateway\"`"+`
+	Listener netip.AddrPort `+"`nt:\"laddr+lport\"`"+`
+	Outcome  Outcome        `+"`nt:\"outcome\"`"+`
+	MTU      uint16         `+"`nt:\"dst_mtu,varint\"`"+`
+	Err      int32          `+"`nt:\"err\"`"+`
+}
+func (probeSection) appendCompact(b []byte, e *Event) []byte { return b }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"o := probeAt[l.form]",
+		"if e.Flags&FlagPre != 0 {\n\t\tl.tupleOf(p[o.pre:], &e.Probe.Pre)",
+		"copy(e.Probe.Dev[:], p[o.outIfname:])",
+		"e.Probe.Gateway = l.addr(p[o.gateway:], ipv6)",
+		"e.Probe.Listener = netip.AddrPortFrom(l.addr(p[o.laddr:], ipv6), le.Uint16(p[o.lport:]))",
+		"e.Probe.Outcome = Outcome(p[o.outcome])",
+		"e.Probe.MTU = le.Uint16(p[o.dstMTU:])",
+		"e.Probe.Err = int32(le.Uint32(p[o.err:]))",
+		"o := probeAt[formNarrow]",
+		"le.PutUint32(p[o.err:], uint32(e.Probe.Err))",
+		"func (probeSection) appendCompactFields(b []byte, e *Event) []byte",
+		"b = binary.AppendUvarint(b, uint64(e.Probe.MTU))",
+		"e.Probe.MTU = uint16(r.uvarint())",
+		"b = le.AppendUint16(appendAddr(b, e.Probe.Listener.Addr()), e.Probe.Listener.Port())",
+		"a[0] = e.Probe.Pre.Src",
+		"a[2] = e.Probe.Gateway",
+		"a[3] = e.Probe.Listener.Addr()",
+		"case 3:\n\t\te.Probe.Listener = netip.AddrPortFrom(a, e.Probe.Listener.Port())",
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("generated code lacks %q:\n%s", want, src)
+		}
+	}
+}
+
+func TestBadTags(t *testing.T) {
+	for _, c := range []struct{ field, err string }{
+		{"X uint32", "no nt tag"},
+		{"X uint32 `nt:\"x,fixed\"`", `unknown option "fixed"`},
+		{"X netip.AddrPort `nt:\"laddr\"`", "holds 2 members"},
+		{"X Name `nt:\"x,varint\"`", "varint is for integers"},
+		{"X float64 `nt:\"x\"`", "neither an integer"},
+	} {
+		_, err := generate(parse(t, event+"type Probe struct {\n"+c.field+"\n}\n"))
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: got %v, want an error saying %q", c.field, err, c.err)
+		}
+	}
+}
