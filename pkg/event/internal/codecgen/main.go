@@ -259,4 +259,3 @@ func exprString(e ast.Expr) string {
 	}
 	return fmt.Sprintf("%T", e)
 }
-
