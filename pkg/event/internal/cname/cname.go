@@ -18,7 +18,7 @@ func Field(member string) string {
 }
 
 // Exported is a member's name with its first word capitalized too: cpu,
-// CPU; tcp_flags, TCPFlags is not made (tcp is no initialism): TcpFlags.
+// CPU; out_ifindex, OutIfindex.
 func Exported(member string) string {
 	var b strings.Builder
 	for _, w := range strings.Split(member, "_") {

@@ -182,12 +182,15 @@ func (p *pkg) fields(typ string) ([]field, error) {
 	}
 	var fs []field
 	for _, f := range st.Fields.List {
-		if f.Tag == nil {
-			return nil, fmt.Errorf("field %s has no nt tag", f.Names[0].Name)
+		if len(f.Names) != 1 {
+			return nil, fmt.Errorf("%s: one named field per line", exprString(f.Type))
 		}
-		tag := reflect.StructTag(strings.Trim(f.Tag.Value, "`")).Get("nt")
-		if tag == "" || len(f.Names) != 1 {
-			return nil, fmt.Errorf("field %s: one field per line, with an nt tag", f.Names[0].Name)
+		var tag string
+		if f.Tag != nil {
+			tag = reflect.StructTag(strings.Trim(f.Tag.Value, "`")).Get("nt")
+		}
+		if tag == "" {
+			return nil, fmt.Errorf("field %s has no nt tag", f.Names[0].Name)
 		}
 		fd := field{name: f.Names[0].Name, goType: exprString(f.Type)}
 		opts := strings.Split(tag, ",")
@@ -220,8 +223,7 @@ func (p *pkg) classify(f *field) error {
 	want := 1
 	switch f.goType {
 	case "netip.Addr", "Name", "Tuple":
-		f.kind = f.goType
-		f.kind = strings.TrimPrefix(f.kind, "netip.")
+		f.kind = strings.TrimPrefix(f.goType, "netip.")
 	case "netip.AddrPort":
 		f.kind, want = "AddrPort", 2
 	default:
