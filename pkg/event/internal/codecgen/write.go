@@ -32,13 +32,16 @@ func (w *writer) all(fs []field) {
 	w.addrs(fs)
 }
 
-// guarded writes body for f, within its flag's test when it has one.
-func (w *writer) guarded(f field, body string) {
-	if f.flag != "" {
-		w.printf("if e.Flags&%s != 0 {\n%s}\n", f.flag, body)
-		return
+// each writes stmt's code for every field (v the field in the event, m
+// its first member's offset), within the field's flag test when it has one.
+func (w *writer) each(fs []field, stmt func(f field, v, m string) string) {
+	for _, f := range fs {
+		body := stmt(f, w.ev+"."+f.name, "o."+f.members[0])
+		if f.flag != "" {
+			body = fmt.Sprintf("if e.Flags&%s != 0 {\n%s}\n", f.flag, body)
+		}
+		w.printf("%s", body)
 	}
-	w.printf("%s", body)
 }
 
 var uintOf = map[int]string{1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
@@ -54,9 +57,7 @@ func conv(typ, v string, from string) string {
 func (w *writer) decode(fs []field) {
 	w.op("decode", "(e *Event, p []byte, l *layout, ipv6 bool)")
 	w.printf("o := %s[l.form]\n", w.at)
-	for _, f := range fs {
-		v, m := w.ev+"."+f.name, "o."+f.members[0]
-		var s string
+	w.each(fs, func(f field, v, m string) (s string) {
 		switch f.kind {
 		case "int":
 			if f.width == 1 {
@@ -73,17 +74,15 @@ func (w *writer) decode(fs []field) {
 		case "Tuple":
 			s = fmt.Sprintf("l.tupleOf(p[%s:], &%s)\n", m, v)
 		}
-		w.guarded(f, s)
-	}
+		return s
+	})
 	w.printf("}\n\n")
 }
 
 func (w *writer) encode(fs []field) {
 	w.op("encode", "(e *Event, p []byte)")
 	w.printf("o := %s[formNarrow]\n", w.at)
-	for _, f := range fs {
-		v, m := w.ev+"."+f.name, "o."+f.members[0]
-		var s string
+	w.each(fs, func(f field, v, m string) (s string) {
 		switch f.kind {
 		case "int":
 			if f.width == 1 {
@@ -100,16 +99,14 @@ func (w *writer) encode(fs []field) {
 		case "Tuple":
 			s = fmt.Sprintf("encodeTuple(p[%s:], &%s)\n", m, v)
 		}
-		w.guarded(f, s)
-	}
+		return s
+	})
 	w.printf("}\n\n")
 }
 
 func (w *writer) appendCompact(fs []field) {
 	w.op("appendCompact", "(b []byte, e *Event) []byte")
-	for _, f := range fs {
-		v := w.ev + "." + f.name
-		var s string
+	w.each(fs, func(f field, v, _ string) (s string) {
 		switch {
 		case f.varint:
 			s = fmt.Sprintf("b = binary.AppendUvarint(b, %s)\n", conv("uint64", v, f.goType))
@@ -126,16 +123,14 @@ func (w *writer) appendCompact(fs []field) {
 		case f.kind == "Tuple":
 			s = fmt.Sprintf("b = appendTuple(b, &%s)\n", v)
 		}
-		w.guarded(f, s)
-	}
+		return s
+	})
 	w.printf("return b\n}\n\n")
 }
 
 func (w *writer) readCompact(fs []field) {
 	w.op("readCompact", "(r *compactReader, e *Event)")
-	for _, f := range fs {
-		v := w.ev + "." + f.name
-		var s string
+	w.each(fs, func(f field, v, _ string) (s string) {
 		switch {
 		case f.varint:
 			s = fmt.Sprintf("%s = %s\n", v, conv(f.goType, "r.uvarint()", "uint64"))
@@ -150,8 +145,8 @@ func (w *writer) readCompact(fs []field) {
 		case f.kind == "Tuple":
 			s = fmt.Sprintf("r.tuple(&%s)\n", v)
 		}
-		w.guarded(f, s)
-	}
+		return s
+	})
 	w.printf("}\n\n")
 }
 
