@@ -35,18 +35,18 @@ type Pipeline struct {
 	corr  *flow.Correlator
 	// detail is what the reports carry beyond the finding: the NAT rules
 	// of every packet only for JSON, which shows them.
-	detail     explain.Detail
-	rec        *trace.Recorder
-	flight     *FlightRecorder
-	flightKept []string // the flight recorder's files, at the end
-	showEvents bool
-	jsonOut    bool // -o json
-	limit      uint64
-	counts     [256]uint64 // per point: a map's increment cost a share of every event's time
-	total      uint64
-	records    uint64 // kernel records read (KernelRecord)
-	findings   map[string]uint64
-	err        error
+	detail         explain.Detail
+	rec            *trace.Recorder
+	flight         *FlightRecorder
+	flightKept     []string // the flight recorder's files, at the end
+	showEvents     bool
+	jsonOut        bool // -o json
+	limit          uint64
+	counts         [256]uint64 // per point: a map's increment cost a share of every event's time
+	total          uint64
+	records        uint64            // kernel records read (KernelRecord)
+	findingsByRule map[string]uint64 // the writing goroutine's
+	err            error
 	// rulesets are the namespaces' rulesets the findings name rules from;
 	// ruleChanges brings new ones while watching.
 	rulesets     *ruleset.History
@@ -73,16 +73,15 @@ type Pipeline struct {
 	// brief, when healthy flows are shown as one line, bounds how many
 	// such lines are written a second.
 	brief *briefLines
-	// found counts the findings so far, for the status line (findings is
-	// the writing goroutine's).
-	found atomic.Uint64
+	// findingCount counts the findings so far, for the status line.
+	findingCount atomic.Uint64
 	// now is the newest kernel time the pipeline saw. The flight recorder
 	// may not settle a window past the time the flows it has been told of
-	// were handed out at (writtenAt, of written of them, on the writing
-	// goroutine): a finding still being explained may widen it.
-	now       uint64
-	written   atomic.Uint64
-	writtenAt atomic.Uint64
+	// were handed out at (lastWrittenAt, of flowsWritten of them, on the
+	// writing goroutine): a finding still being explained may widen it.
+	now           uint64
+	flowsWritten  atomic.Uint64
+	lastWrittenAt atomic.Uint64
 	// losses, when the run counts them, say which flows may lack records:
 	// an ended flow waits in unsure until every loss that could have
 	// touched it is counted. incomplete counts the flows that lacked some.
@@ -199,7 +198,7 @@ const maxKeptText = 64 << 10
 // come), its explaining and writing goroutines, which Finish ends.
 func New(o Options) *Pipeline {
 	p := &Pipeline{names: o.Names, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
-		findings: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
+		findingsByRule: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
 		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses, clocks: o.Clocks, summarize: o.Summarize}
 	if p.summarize == nil {
 		p.summarize = func(s output.Summary) { output.WriteSummary(os.Stderr, s) }
@@ -407,8 +406,8 @@ func (p *Pipeline) writeRendered() {
 // writeFlow counts a rendered flow's finding and writes its text.
 func (p *Pipeline) writeFlow(y renderedFlow) {
 	p.countFinding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
-	p.writtenAt.Store(y.at)
-	p.written.Add(1)
+	p.lastWrittenAt.Store(y.at)
+	p.flowsWritten.Add(1)
 	if y.text == nil {
 		return
 	}
@@ -506,8 +505,8 @@ func (p *Pipeline) countFinding(x flightFinding) {
 	if x.rule == "" {
 		return
 	}
-	p.findings[x.rule]++
-	p.found.Add(1)
+	p.findingsByRule[x.rule]++
+	p.findingCount.Add(1)
 	if p.flight != nil {
 		p.flight.finding(x)
 	}
@@ -591,10 +590,10 @@ func (p *Pipeline) Tick(now uint64) {
 // time the last flow written was handed out at (flows handed out at that
 // same time may still be on their way).
 func (p *Pipeline) findingsThrough(now uint64) uint64 {
-	if p.ended == nil || p.written.Load() == p.endedN {
+	if p.ended == nil || p.flowsWritten.Load() == p.endedN {
 		return now
 	}
-	return min(now, max(p.writtenAt.Load(), 1)-1)
+	return min(now, max(p.lastWrittenAt.Load(), 1)-1)
 }
 
 // Finish ends every flow and writes the summary: on stderr, and as the
@@ -620,7 +619,7 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	if p.flight != nil {
 		p.flightKept = p.flight.close()
 	}
-	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findings, Incomplete: p.incomplete,
+	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findingsByRule, Incomplete: p.incomplete,
 		Clocks: p.clocks, Gate: p.gate}
 	p.summarize(sum)
 	switch {
@@ -668,7 +667,7 @@ type Progress struct {
 // Progress says how far the pipeline is, asked on the goroutine that gives
 // it events.
 func (p *Pipeline) Progress() Progress {
-	return Progress{Events: p.total, Open: p.corr.Stats().Active, Findings: p.found.Load()}
+	return Progress{Events: p.total, Open: p.corr.Stats().Active, Findings: p.findingCount.Load()}
 }
 
 type jsonSummary struct {
