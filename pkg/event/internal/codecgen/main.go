@@ -146,6 +146,9 @@ func generate(files []*ast.File) ([]byte, error) {
 			continue // a point without payload (dev)
 		}
 		fields, err := p.fields(typ)
+		if err == nil {
+			err = p.covers(x+"Layout", fields)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", typ, err)
 		}
@@ -213,6 +216,41 @@ func (p *pkg) fields(typ string) ([]field, error) {
 		fs = append(fs, fd)
 	}
 	return fs, nil
+}
+
+// covers checks that the fields hold every member the generated layout
+// has (layout_gen.go), and no other: a member added in C and not in Go,
+// or a tag naming none, is named here.
+func (p *pkg) covers(layout string, fs []field) error {
+	st, ok := p.types[layout].(*ast.StructType)
+	if !ok {
+		return fmt.Errorf("no %s in layout_gen.go: run go generate ./pkg/event after make generate", layout)
+	}
+	members := map[string]bool{}
+	for _, f := range st.Fields.List {
+		for _, n := range f.Names {
+			if n.Name != "size" {
+				members[n.Name] = true
+			}
+		}
+	}
+	for _, f := range fs {
+		for _, m := range f.members {
+			if !members[m] {
+				return fmt.Errorf("field %s: the C struct has no member %s", f.name, m)
+			}
+			delete(members, m)
+		}
+	}
+	if len(members) > 0 {
+		missing := make([]string, 0, len(members))
+		for m := range members {
+			missing = append(missing, m)
+		}
+		sort.Strings(missing)
+		return fmt.Errorf("no field is tagged with the C struct's %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 var widths = map[string]int{"uint8": 1, "byte": 1, "uint16": 2, "uint32": 4, "int32": 4, "uint64": 8}

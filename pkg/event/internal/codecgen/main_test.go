@@ -38,6 +38,7 @@ func parse(t *testing.T, src string) []*ast.File {
 const event = `type Event struct { Probe Probe }
 type probeSection struct{}
 type Outcome uint8
+type probeLayout struct{ size, pre, outIfname, gateway, laddr, lport, outcome, dstMTU, err int }
 `
 
 // Each tag form becomes its reads and writes in every form, at the
@@ -87,6 +88,8 @@ func (probeSection) appendCompact(b []byte, e *Event) []byte { return b }
 func TestBadTags(t *testing.T) {
 	for _, c := range []struct{ field, err string }{
 		{"X uint32", "no nt tag"},
+		{"X uint32 `nt:\"pre\"`", "no field is tagged with the C struct's dstMTU, err, gateway, laddr, lport, outIfname, outcome"},
+		{"X uint32 `nt:\"snd_wnd\"`", "the C struct has no member sndWnd"},
 		{"X uint32 `nt:\"x,fixed\"`", `unknown option "fixed"`},
 		{"X netip.AddrPort `nt:\"laddr\"`", "holds 2 members"},
 		{"X Name `nt:\"x,varint\"`", "varint is for integers"},
