@@ -10,6 +10,11 @@ import "net/netip"
 type layout struct {
 	form                                     int // formNarrow or formWide: which of a section's offsets apply
 	size, tuple, inner, ct, payload, skbSeen int
+	// The tuple's and the conntrack entry's, held here because an event
+	// reads up to five tuples: indexing the tables for each made
+	// BenchmarkDecode 28% slower (43 -> 55 ns).
+	tupleAt     tupleLayout
+	conntrackAt conntrackLayout
 }
 
 // The record forms, indexing each struct's layout.
@@ -27,7 +32,8 @@ var narrow, wide = layoutOf(formNarrow), layoutOf(formWide)
 
 func layoutOf(form int) layout {
 	e := eventAt[form]
-	return layout{form: form, size: e.size, tuple: e.tuple, inner: e.inner, ct: e.ct, payload: e.u, skbSeen: e.skbSeen}
+	return layout{form: form, size: e.size, tuple: e.tuple, inner: e.inner, ct: e.ct, payload: e.u, skbSeen: e.skbSeen,
+		tupleAt: tupleAt[form], conntrackAt: conntrackAt[form]}
 }
 
 // addr reads an address; a wide one is IPv6 when its tuple says so.
@@ -41,7 +47,7 @@ func (l *layout) addr(b []byte, ipv6 bool) netip.Addr {
 // tupleOf reads a tuple and says whether its addresses are IPv6 (a wide
 // tuple's family byte follows its flags).
 func (l *layout) tupleOf(b []byte, t *Tuple) bool {
-	o := tupleAt[l.form]
+	o := &l.tupleAt
 	ipv6 := l.form == formWide && b[o.ipv6] != 0
 	t.Src = l.addr(b[o.saddr:], ipv6)
 	t.Dst = l.addr(b[o.daddr:], ipv6)
@@ -76,7 +82,7 @@ func (l *layout) decode(b []byte, e *Event, packetAt int) {
 		l.tupleOf(b[l.inner:], &e.Inner)
 	}
 	if e.Flags&FlagCT != 0 {
-		ct, o := b[l.ct:], conntrackAt[l.form]
+		ct, o := b[l.ct:], &l.conntrackAt
 		e.CT.ID = le.Uint64(ct[o.id:])
 		e.CT.Status = CTStatus(le.Uint32(ct[o.status:]))
 		e.CT.Mark = le.Uint32(ct[o.mark:])
