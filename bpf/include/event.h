@@ -328,7 +328,7 @@ static __always_inline bool nt_journey_gated(struct nt_journey *j, __u64 len)
 	switch (nt_gate(&j->conn, g, false)) {
 	case NT_GATE_HOLD:
 		j->held_len = len;
-		nt_gate_hold(&j->conn, g, &j->held_len);
+		nt_gate_hold(&j->conn, g, (struct nt_held *)&j->held_len);
 		return true;
 	case NT_GATE_DROP:
 		return true;

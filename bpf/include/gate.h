@@ -41,7 +41,9 @@
  * call's stack statically (6.1: the programs use 496 bytes, any call
  * takes them past 512) refuses a program that merely contains a call. The
  * loader builds each object twice (internal/probe/gen.go) and loads the
- * gated one only for --healthy count. */
+ * gated one only for --healthy count. The gated objects are built for BPF
+ * v3, whose atomic fetches (5.12) let CPUs agree on a connection's held
+ * records; every kernel that takes their calls has them. */
 #ifdef NT_GATE
 
 static __always_inline void nt_gate_count(__u32 stat, __u64 n)
@@ -241,6 +243,7 @@ static __always_inline void nt_conn_begin(struct nt_conn *c, __u8 state)
 	c->gid = bpf_ktime_get_ns() << 6 | (bpf_get_smp_processor_id() & 63);
 	c->syn_skb = c->syn_seen = 0;
 	c->held = c->missed = 0;
+	c->stored = c->claimed = 0;
 	c->state = state;
 	c->seen = 0;
 }
@@ -291,40 +294,53 @@ static __noinline __u32 nt_gate_drop_held(struct nt_conn *c, struct nt_held_key 
 	return n < NT_HELD_PER_CONN ? n : NT_HELD_PER_CONN;
 }
 
+/* Puts a held record (h: a struct nt_held, in the map or a holder's own
+ * copy) on the ring buffer; counts it released, or missing when the ring is
+ * full. */
+static __always_inline void nt_gate_ship(const struct nt_held *h)
+{
+	__u32 len = h->len;
+
+	/* The bound is for the verifier: len was at most this when held. */
+	if (len > sizeof(h->rec) || bpf_ringbuf_output(&events, (void *)h->rec, len, 0))
+		nt_gate_count(NT_GATE_MISSING, 1);
+	else
+		nt_gate_count(NT_GATE_RELEASED, 1);
+}
+
 /* Ships what a connection in trouble held, in the order it was made, and
- * counts what it lacks. The state changes first: a record held on another
- * CPU meanwhile finds it and counts itself missing (nt_gate_hold). */
+ * counts what it lacks. A record is shipped by one CPU only: the one that
+ * sets its claimed bit first, this or its holder (nt_gate_hold). A record
+ * whose stored bit is unset is still being held on another CPU, or its hold
+ * failed (counted there): its holder finds the connection shipping and
+ * ships it. That needs the exchange below, a full barrier between the
+ * state's store and the reads of stored, matching the holder's between its
+ * bit's store and its read of the state (Dekker's pattern): either this
+ * sees the bit, or the holder sees the state. */
 static __noinline void nt_gate_release(struct nt_conn *c, struct nt_held_key *k)
 {
-	__u32 n, missing, len;
+	__u32 n, bit, missing;
 	struct nt_held *h;
 
-	c->state = NT_CONN_SHIPPING;
-	asm volatile("" ::: "memory");
-	n = c->held;
+	__sync_lock_test_and_set(&c->state, NT_CONN_SHIPPING);
+	n = c->held < NT_HELD_PER_CONN ? c->held : NT_HELD_PER_CONN;
 	missing = c->missed;
-	if (n > NT_HELD_PER_CONN) {
-		missing += n - NT_HELD_PER_CONN;
-		n = NT_HELD_PER_CONN;
-	}
 	k->gid = c->gid;
 	k->_pad = 0;
 	nt_gate_count(NT_GATE_TRIGGERED, 1);
 	for (__u32 i = 0; i < NT_HELD_PER_CONN; i++) {
 		if (i >= n)
 			break;
+		bit = 1u << i;
+		if (!(*(volatile __u32 *)&c->stored & bit) || (__sync_fetch_and_or(&c->claimed, bit) & bit))
+			continue;
 		k->seq = i;
 		h = bpf_map_lookup_elem(&held, k);
 		if (!h) {
-			missing++;
+			missing++; /* evicted */
 			continue;
 		}
-		len = h->len;
-		/* The bound is for the verifier: len was at most this when held. */
-		if (len > sizeof(h->rec) || bpf_ringbuf_output(&events, h->rec, len, 0))
-			missing++;
-		else
-			nt_gate_count(NT_GATE_RELEASED, 1);
+		nt_gate_ship(h);
 		bpf_map_delete_elem(&held, k);
 	}
 	if (missing)
@@ -434,12 +450,9 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 		nt_gate_end(c, &g->key);
 		return NT_GATE_DROP;
 	}
-	/* Not an atomic fetch (the objects are built for BPF v1, which has
-	 * none): two CPUs holding at once may take one order, and the second
-	 * is refused (nt_gate_hold) and counted missing. */
+	/* An atomic fetch: two CPUs holding at once take two orders. */
 	g->key.gid = c->gid;
-	g->key.seq = c->held;
-	c->held = g->key.seq + 1;
+	g->key.seq = __sync_fetch_and_add(&c->held, 1);
 	g->key._pad = 0;
 	if (g->key.seq >= NT_HELD_PER_CONN) {
 		__sync_fetch_and_add(&c->missed, 1);
@@ -448,11 +461,14 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 	return NT_GATE_HOLD;
 }
 
-/* Holds a record built in value (a struct nt_held) at g->key. A connection
- * that showed trouble on another CPU meanwhile may have shipped its held
- * records without this one: then it is counted missing. */
-static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate_scratch *g, void *value)
+/* Holds a record built in value at g->key. Its connection may have changed
+ * on another CPU since nt_gate took its order: shipping, it ships the
+ * record unless the releaser did (nt_gate_release says how the two agree);
+ * ended, or the tuple's next connection begun, it dropped what it held and
+ * counted this record with it. */
+static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate_scratch *g, struct nt_held *value)
 {
+	__u32 bit = 1u << g->key.seq; /* nt_gate holds orders below NT_HELD_PER_CONN only */
 	struct nt_conn *c;
 
 	if (bpf_map_update_elem(&held, &g->key, value, BPF_NOEXIST)) {
@@ -461,8 +477,26 @@ static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate
 	}
 	nt_gate_count(NT_GATE_HELD, 1);
 	c = nt_conn_lookup((v->keys & NT_VIEW_CT) ? &v->ct : &v->pkt, &g->root);
-	if (c && c->gid == g->key.gid && c->state == NT_CONN_SHIPPING)
-		nt_gate_count(NT_GATE_MISSING, 1);
+	if (!c || c->gid != g->key.gid) {
+		bpf_map_delete_elem(&held, &g->key);
+		return;
+	}
+	/* Fetched, so a full barrier on every architecture (nt_gate_release).
+	 * Set already: the tuple's next connection began since the gid was
+	 * read and took this order; this record was counted with the ones
+	 * dropped then, and the LRU takes it. */
+	if (__sync_fetch_and_or(&c->stored, bit) & bit)
+		return;
+	switch (*(volatile __u32 *)&c->state) {
+	case NT_CONN_HOLDING:
+		return;
+	case NT_CONN_SHIPPING:
+		if (__sync_fetch_and_or(&c->claimed, bit) & bit)
+			return;
+		nt_gate_ship(value);
+		break;
+	}
+	bpf_map_delete_elem(&held, &g->key);
 }
 
 #endif /* NT_GATE */

@@ -364,18 +364,20 @@ struct nt_conn {
 	__u64 syn_skb;           /* the first SYN's identity */
 	__u64 syn_seen;
 	__u32 syn_seq; /* and its sequence number, where read (NT_SEEN_SEQ) */
-	__u32 _pad_seq;
-	__u32 held;   /* records held so far (the next one's order) */
-	__u32 missed; /* records not held: past NT_HELD_PER_CONN, or after it ended */
+	__u32 held;    /* orders taken so far (the next record's order) */
+	__u32 missed;  /* records not held: past NT_HELD_PER_CONN, or after it ended */
+	__u32 stored;  /* a bit per order: its record is in the held map */
+	__u32 claimed; /* a bit per order: taken by the one CPU that ships it (gate.h) */
+	__u32 state;   /* enum nt_conn_state; a word, for an atomic exchange */
 	__u8 alias;
-	__u8 state; /* enum nt_conn_state */
-	__u8 seen;  /* NT_SEEN_* */
-	__u8 _pad[5];
+	__u8 seen; /* NT_SEEN_* */
+	__u8 _pad[6];
 };
 
 /* Records one connection may hold: a connection on a pod-to-Service path
  * over the overlay makes 8 to 12 (docs/performance.md). */
 #define NT_HELD_PER_CONN 16
+_Static_assert(NT_HELD_PER_CONN <= 32, "stored and claimed have a bit per order");
 
 /* gate_stats keys. Append only: user space reads them by number. */
 enum nt_gate_stat {

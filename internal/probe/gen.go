@@ -8,7 +8,7 @@ package probe
 // (NAMEGate, -DNT_GATE: bpf/include/gate.h says why apart), loaded for
 // --healthy count only.
 //go:generate -command bpf go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86" -target bpfel -no-global-types
-//go:generate -command bpfgate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86 -DNT_GATE" -target bpfel -no-global-types
+//go:generate -command bpfgate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -D__TARGET_ARCH_x86 -DNT_GATE -mcpu=v3" -target bpfel -no-global-types
 //go:generate bpf -type nt_event -type nt_filter_insn nat ../../bpf/nat.bpf.c -- -I../../bpf/include -I../..
 //go:generate bpf route ../../bpf/route.bpf.c -- -I../../bpf/include -I../..
 //go:generate bpf vxlan ../../bpf/vxlan.bpf.c -- -I../../bpf/include -I../..
