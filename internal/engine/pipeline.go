@@ -216,13 +216,11 @@ func New(o Options) *Pipeline {
 	}
 	// renderer gives each goroutine that renders flows its own.
 	var renderer func() flowRenderer
+	p.detail = o.Timelines.Detail()
 	switch o.Format {
 	case "json":
 		p.jsonOut = true
-		p.detail.NATRules = explain.FlowsWithFinding
-		if o.Timelines == output.TimelinesAll {
-			p.detail.NATRules = explain.AllFlows
-		}
+		p.detail.NATRules = p.detail.Steps
 		if o.Events {
 			// Event lines are converted and encoded on goroutines of
 			// their own (jsonLines); flows take their place among them.

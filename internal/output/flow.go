@@ -145,32 +145,16 @@ type JSONNetfilterRule struct {
 	Service *JSONService `json:"service,omitempty"`
 }
 
-func (n Names) step(f *flow.Flow, e *event.Event) JSONStep {
+// step is the JSON of one event of a flow, with what its report says of it.
+func (n Names) step(f *flow.Flow, e *event.Event, rs explain.Step) JSONStep {
 	s := JSONStep{OffsetUS: float64(int64(e.Time)-int64(f.Start)) / 1e3, Netns: n.netns(e.Netns), Dev: e.Ifname.String(),
-		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: n.Step(f, e), Tuple: NewJSONTuple(e.Tuple)}
+		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: rs.What, Tuple: NewJSONTuple(e.Tuple),
+		NetfilterRules: n.jsonRules(rs.NATRules)}
 	if e.HasInner() {
 		s.Tuple, s.Outer = NewJSONTuple(e.Inner), NewJSONTuple(e.Tuple)
 	}
 	s.Translations = e.Translation().Names()
 	return s
-}
-
-// direction names a packet's direction in its flow. A group or broadcast
-// datagram has no reply: it is named for what it is.
-func direction(f *flow.Flow, t event.Tuple, p *flow.Packet) string {
-	group := false
-	for i := range p.Events {
-		group = group || p.Events[i].ToGroup()
-	}
-	switch {
-	case group && t.Dst.IsMulticast():
-		return "multicast"
-	case group:
-		return "broadcast"
-	case !f.FromClient(t):
-		return "reply"
-	}
-	return "request"
 }
 
 // FlowObjects are the JSON objects shown of a finished flow, as t asks:
@@ -200,28 +184,16 @@ func (n Names) convertFlow(f *flow.Flow, r *explain.Report, steps bool) *JSONFlo
 	j := &JSONFlow{Type: "flow", ID: f.ID, Start: n.wall(f.Start), DurationMS: float64(f.End-f.Start) / 1e6, Tuple: NewJSONTuple(f.Tuple()),
 		Unkept: f.Unkept, LostAround: f.LostAround, Incomplete: f.LostAround > 0, Brief: !steps}
 	for k, p := range f.Packets {
-		t := p.Head().Entered()
-		dir := direction(f, t, p)
-		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: dir, Label: packetLabel(t), Tuple: NewJSONTuple(t), End: n.PacketEnd(p),
-			Ordinary: r.Ordinary[k]}
+		rp := &r.Packets[k]
+		jp := JSONPacket{Skb: fmt.Sprintf("%#x", p.Skb), Direction: rp.Direction, Label: rp.Label, Tuple: NewJSONTuple(rp.Tuple),
+			End: rp.End, Ordinary: rp.Ordinary}
+		for i := 0; steps && i < len(p.Events); i++ {
+			jp.Steps = append(jp.Steps, n.step(f, &p.Events[i], rp.Steps[i]))
+		}
 		j.Packets = append(j.Packets, jp)
-		if !steps {
-			continue
-		}
-		var rules [][]explain.NetfilterRule
-		if r.NATRules != nil {
-			rules = r.NATRules[k]
-		}
-		for i := range p.Events {
-			s := n.step(f, &p.Events[i])
-			if rules != nil {
-				s.NetfilterRules = n.jsonRules(rules[i])
-			}
-			j.Packets[k].Steps = append(j.Packets[k].Steps, s)
-		}
 	}
 	for i := 0; steps && i < len(f.Socket); i++ {
-		j.Socket = append(j.Socket, n.step(f, &f.Socket[i]))
+		j.Socket = append(j.Socket, n.step(f, &f.Socket[i], r.Socket[i]))
 	}
 	j.Finding = r.Rule()
 	return j

@@ -105,8 +105,8 @@ func natStepRules(s EventSource, names Names) (map[stepKey][]string, error) {
 		}
 		r := explain.NewReport(f, names, explain.Detail{NATRules: explain.AllFlows})
 		for i, p := range f.Packets {
-			for j, named := range r.NATRules[i] {
-				if c := ruleComments(named); len(c) > 0 {
+			for j, s := range r.Packets[i].Steps {
+				if c := ruleComments(s.NATRules); len(c) > 0 {
 					rules[stepOf(&p.Events[j])] = c
 				}
 			}

@@ -49,7 +49,7 @@ func TestFindingsReadAsSentences(t *testing.T) {
 		tx := NewText(&text, names)
 		c := flow.New(flow.DefaultConfig)
 		show := func(f *flow.Flow) {
-			r := explain.NewReport(f, names, explain.Detail{})
+			r := explain.NewReport(f, names, tx.Timelines.Detail())
 			fd := r.Finding
 			if fd == nil {
 				return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
@@ -45,6 +46,15 @@ const (
 var timelinesNames = []string{TimelinesBrief: "brief", TimelinesFindings: "findings", TimelinesAll: "all"}
 
 func (t Timelines) String() string { return timelinesNames[t] }
+
+// Detail is what a report must carry for the flows t shows whole: their
+// steps' words.
+func (t Timelines) Detail() explain.Detail {
+	if t == TimelinesAll {
+		return explain.Detail{Steps: explain.AllFlows}
+	}
+	return explain.Detail{Steps: explain.FlowsWithFinding}
+}
 
 // ParseTimelines reads a --timelines value.
 func ParseTimelines(s string) (Timelines, error) {

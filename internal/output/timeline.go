@@ -20,12 +20,9 @@ var (
 // renders tens of thousands of flows, so every buffer is kept between
 // them.
 type timeline struct {
-	buf    []byte
-	sig    []byte
-	seen   map[string]int // path signature -> packet number
-	what   []string       // per step of the packet being rendered
-	shown  []bool
-	dnatIn []uint32 // namespaces where this packet was DNATed
+	buf  []byte
+	sig  []byte
+	seen map[string]int // path signature -> packet number
 }
 
 // Flow writes a flow as a timeline, one block per packet, kept to what a
@@ -59,11 +56,11 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 	b = t.appendHeader(b, f, c)
 	if fd == nil && t.Timelines == TimelinesBrief {
 		b = append(b, ": "...)
-		last := len(f.Packets) - 1
-		if ordinary := r.Ordinary[last]; ordinary != "" {
-			return append(append(b, ordinary...), '\n')
+		last := &r.Packets[len(r.Packets)-1]
+		if last.Ordinary != "" {
+			return append(append(b, last.Ordinary...), '\n')
 		}
-		return append(append(b, t.names.PacketEnd(f.Packets[last])...), '\n')
+		return append(append(b, last.End...), '\n')
 	}
 	b = append(b, '\n')
 	tl := &t.tl
@@ -72,19 +69,11 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 	}
 	clear(tl.seen)
 	for i, p := range f.Packets {
-		pt := p.Head().Entered()
-		dir, label, end := direction(f, pt, p), packetLabel(pt), t.names.PacketEnd(p)
-		tl.describe(t.names, f, p)
-		ordinary := r.Ordinary[i]
-		if ordinary != "" {
-			last := len(p.Events) - 1
-			tl.what[last], tl.shown[last] = "not a loss: "+ordinary, true
-			end = "consumed in " + t.names.netns(p.Last().Netns) + " (ordinary)"
-		}
-		tl.sign(p, dir, label, end)
+		rp := &r.Packets[i]
+		tl.sign(p, rp)
 		if first, ok := tl.seen[string(tl.sig)]; ok {
 			b = append(b, "  "...)
-			b = appendPacketLabel(b, dir, label, pt)
+			b = appendPacketLabel(b, rp)
 			b = append(b, "  at "...)
 			b = appendOffset(b, p.Events[0].Time, f.Start, 0)
 			b = append(b, ": same path as packet "...)
@@ -96,20 +85,20 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 		b = append(b, "  "...)
 		b = strconv.AppendInt(b, int64(i+1), 10)
 		b = append(b, ' ')
-		b = appendPacketLabel(b, dir, label, pt)
+		b = appendPacketLabel(b, rp)
 		b = append(b, '\n')
-		for k := range p.Events {
-			if !tl.shown[k] {
+		for k, s := range rp.Steps {
+			if !s.Shown {
 				continue
 			}
 			e := &p.Events[k]
-			red := e.Point == event.PointDrop && (ordinary == "" || k < len(p.Events)-1)
-			b = t.appendStep(b, c, f.Start, e, tl.what[k], red)
+			red := e.Point == event.PointDrop && (rp.Ordinary == "" || k < len(p.Events)-1)
+			b = t.appendStep(b, c, f.Start, e, s.Timeline, red)
 			if fd != nil {
 				b = appendRules(b, fd.NetfilterRules, e)
 			}
 		}
-		b = append(append(append(b, "    => "...), end...), '\n')
+		b = append(append(append(b, "    => "...), rp.TimelineEnd...), '\n')
 	}
 	if f.Unkept > 0 {
 		b = append(b, "  ... and "...)
@@ -122,17 +111,20 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 	return append(b, '\n')
 }
 
-// sign makes tl.sig what tells a packet's timeline (described) from
-// another's: its direction, label and end, and each step's place, point,
-// hook and words.
-func (tl *timeline) sign(p *flow.Packet, dir, label, end string) {
-	tl.sig = append(append(append(tl.sig[:0], dir...), label...), end...)
+// sign makes tl.sig what tells a packet's timeline from another's: its
+// direction, label and end, and each step's place, point, hook and words.
+func (tl *timeline) sign(p *flow.Packet, rp *explain.Packet) {
+	tl.sig = append(append(append(tl.sig[:0], rp.Direction...), rp.Label...), rp.TimelineEnd...)
 	for k := range p.Events {
-		e := &p.Events[k]
+		e, s := &p.Events[k], &rp.Steps[k]
 		tl.sig = strconv.AppendUint(append(tl.sig, '|'), uint64(e.Netns), 10)
 		tl.sig = append(append(tl.sig, '/'), e.Ifname.String()...)
 		tl.sig = append(tl.sig, byte(e.Point), byte(e.Hook), ' ')
-		tl.sig = append(tl.sig, tl.what[k]...)
+		if s.Shown {
+			tl.sig = append(tl.sig, s.Timeline...)
+		} else {
+			tl.sig = append(tl.sig, s.What...)
+		}
 	}
 }
 
@@ -224,57 +216,6 @@ func appendRules(b []byte, rules []explain.NetfilterRule, e *event.Event) []byte
 	return b
 }
 
-// describe decides which steps of a packet the timeline shows, and how
-// (tl.what, tl.shown). When none is notable the plain path is shown.
-func (tl *timeline) describe(n Names, f *flow.Flow, p *flow.Packet) {
-	tl.what, tl.shown, tl.dnatIn = tl.what[:0], tl.shown[:0], tl.dnatIn[:0]
-	any := false
-	for k := range p.Events {
-		e := &p.Events[k]
-		what := n.Step(f, e)
-		if e.Translation()&event.TranslationDNAT != 0 {
-			tl.dnatIn = append(tl.dnatIn, e.Netns)
-		}
-		brief, show := briefStep(e, what, k == len(p.Events)-1, tl.dnatHere(e.Netns))
-		if show {
-			what = brief
-		}
-		tl.what, tl.shown = append(tl.what, what), append(tl.shown, show)
-		any = any || show
-	}
-	if !any {
-		for k := range tl.shown {
-			tl.shown[k] = true
-		}
-	}
-}
-
-func (tl *timeline) dnatHere(netns uint32) bool {
-	for _, n := range tl.dnatIn {
-		if n == netns {
-			return true
-		}
-	}
-	return false
-}
-
-// briefStep decides whether the text timeline shows a step, and how.
-func briefStep(e *event.Event, what string, last, dnatHere bool) (string, bool) {
-	switch {
-	case e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 && e.Translation() == 0:
-		// A hook seen to translate nothing (Step's "no NAT").
-		if dnatHere && e.Hook == event.HookPostrouting && !e.HasInner() {
-			return "no SNAT (source unchanged after the DNAT)", true
-		}
-		return "", false
-	case e.Point == event.PointDev && e.Kind == event.KindDevTx && !last:
-		return "", false
-	case e.Point == event.PointDev:
-		return e.Kind.String(), true
-	}
-	return what, true
-}
-
 // appendOffset appends the time of an event from the flow's start in
 // milliseconds, signed, right-aligned in width.
 func appendOffset(b []byte, at, start uint64, width int) []byte {
@@ -299,9 +240,9 @@ func pad(b []byte, mark, width int) []byte {
 	return b
 }
 
-func appendPacketLabel(b []byte, dir, label string, t event.Tuple) []byte {
-	b = append(append(append(append(b, dir...), ' '), label...), ' ')
-	return appendAddrPorts(b, t)
+func appendPacketLabel(b []byte, rp *explain.Packet) []byte {
+	b = append(append(append(append(b, rp.Direction...), ' '), rp.Label...), ' ')
+	return appendAddrPorts(b, rp.Tuple)
 }
 
 // appendAddrPorts appends "src:sport > dst:dport".

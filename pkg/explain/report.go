@@ -4,24 +4,23 @@ import "github.com/nettrace-dev/nettrace/pkg/flow"
 
 // Report is what the renderers show of a finished flow beyond its events,
 // decided here once so that text, JSON and pcapng only render it: the
-// flow's finding and what its packets' steps mean.
+// flow's finding and what its packets and their steps mean.
 type Report struct {
 	Finding *Finding // nil: the flow shows no failure
-	// Ordinary, per packet: what the kernel did in its ordinary work when
-	// it freed the packet without a reason ("" for none).
-	Ordinary []string
-	// NATRules, per packet and step, when Detail asked for them: the
-	// netfilter rules that decided a connection's first packet's NAT
-	// hooks (nil where none are known).
-	NATRules [][][]NetfilterRule
+	// Packets, one per packet of the flow; their steps when Detail asked
+	// for them.
+	Packets []Packet
+	// Socket, when Detail asked for steps: what each socket event did.
+	Socket []Step
 }
 
-// Detail says which per-step annotations a report carries: naming the NAT
-// rules of every packet walks the namespaces' rulesets, which only the
-// renderers that show them (JSON, pcapng) pay for, and only for the flows
-// they show whole.
+// Detail says which per-step annotations a report carries: words for
+// every step cost what only a flow shown whole needs, and naming the NAT
+// rules walks the namespaces' rulesets, which only the renderers that show
+// them (JSON, pcapng) pay for.
 type Detail struct {
-	NATRules Flows
+	Steps    Flows
+	NATRules Flows // implies Steps
 }
 
 // Flows says which flows a report annotates.
@@ -36,18 +35,28 @@ const (
 	AllFlows
 )
 
+// of says whether flows annotates a flow with or without a finding.
+func (flows Flows) of(fd *Finding) bool {
+	return flows == AllFlows || (flows == FlowsWithFinding && fd != nil)
+}
+
 // NewReport explains a finished flow with a packet, and annotates its
 // packets as d asks.
 func NewReport(f *flow.Flow, n Context, d Detail) *Report {
-	r := &Report{Finding: Explain(f, n), Ordinary: make([]string, len(f.Packets))}
-	for i := range f.Packets {
-		r.Ordinary[i] = Ordinary(f, i, n)
-	}
-	if d.NATRules == AllFlows || (d.NATRules == FlowsWithFinding && r.Finding != nil) {
-		r.NATRules = make([][][]NetfilterRule, len(f.Packets))
-		for i := range f.Packets {
-			r.NATRules[i] = PacketNATRules(n, f.Packets[i])
+	r := &Report{Finding: Explain(f, n), Packets: make([]Packet, len(f.Packets))}
+	rules := d.NATRules.of(r.Finding)
+	steps := rules || d.Steps.of(r.Finding)
+	for i, p := range f.Packets {
+		r.Packets[i] = newPacket(f, i, n, steps)
+		if !rules {
+			continue
 		}
+		for k, named := range PacketNATRules(n, p) {
+			r.Packets[i].Steps[k].NATRules = named
+		}
+	}
+	for i := 0; steps && i < len(f.Socket); i++ {
+		r.Socket = append(r.Socket, Step{What: StepWords(n, f, &f.Socket[i])})
 	}
 	return r
 }

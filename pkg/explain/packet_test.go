@@ -1,4 +1,4 @@
-package output
+package explain
 
 import (
 	"testing"
@@ -12,8 +12,6 @@ import (
 // where neither holds it (a closing socket's queue), its place in the
 // kernel.
 func TestPacketEnd(t *testing.T) {
-	fx := fixture.Context{}
-	names := Names{DropReason: fx.ReasonName, Symbol: fx.SymbolName, Netns: fx.NetnsName}
 	var s fixture.Seq
 	fin := fixture.T("10.0.0.1:40000", "10.0.0.2:80", fixture.FIN|fixture.ACK)
 	unplaced := fixture.Drop(&s, 0x1, "n1", fin, "NETFILTER_DROP")
@@ -26,7 +24,7 @@ func TestPacketEnd(t *testing.T) {
 		{fixture.Drop(&s, 0x1, "n1/eth0", fin, "NOT_SPECIFIED"), "freed on n1/eth0 (the kernel gave no drop reason)"},
 		{unplaced, "dropped (NETFILTER_DROP) at ip_rcv_finish_core+0x25b"},
 	} {
-		if got := names.PacketEnd(&flow.Packet{Events: []event.Event{tc.drop}}); got != tc.want {
+		if got := end(fixture.Context{}, &flow.Packet{Events: []event.Event{tc.drop}}); got != tc.want {
 			t.Errorf("packet end %q, want %q", got, tc.want)
 		}
 	}

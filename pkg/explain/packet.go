@@ -1,0 +1,196 @@
+package explain
+
+import (
+	"fmt"
+
+	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/flow"
+)
+
+// Packet is what the renderers show of one packet of a flow, decided here
+// so that none of them interprets events: where it went, what it was, where
+// it ended, and what each of its steps did.
+type Packet struct {
+	// Direction is "request" or "reply" in its flow; a group or broadcast
+	// datagram, which has no reply, is "multicast" or "broadcast".
+	Direction string
+	// Label is "SYN", "SYN-ACK", "ACK", "data", ... for TCP, the protocol's
+	// name otherwise.
+	Label string
+	// Tuple is the packet as it came to its first point (before any
+	// translation there).
+	Tuple event.Tuple
+	// End says, in the kernel's terms, where its path ended.
+	End string
+	// Ordinary, for a packet the kernel freed in its ordinary work or a
+	// group management message (Ordinary), says what that was; "" for any
+	// other. End keeps the kernel's own words.
+	Ordinary string
+	// TimelineEnd is End as a timeline shows it: an ordinary packet is
+	// consumed, not lost.
+	TimelineEnd string
+	// Steps, one per event, when Detail asked for them.
+	Steps []Step
+}
+
+// Step is what one event did to its packet.
+type Step struct {
+	// What says it in full.
+	What string
+	// Timeline is what a timeline kept to what a person needs shows of
+	// it, Shown false where it leaves the step out: translations, the
+	// missing SNAT after a DNAT, encapsulation, the devices entered,
+	// listener outcomes and drops. Where none of a packet's steps is
+	// notable, every one is shown in full.
+	Timeline string
+	Shown    bool
+	// NATRules, on a nat step of a connection's first packet, are the
+	// netfilter rules that decided it, when Detail asked for them and the
+	// namespace's ruleset is known.
+	NATRules []NetfilterRule
+}
+
+// newPacket reports on packet i of a flow; with its steps when steps.
+func newPacket(f *flow.Flow, i int, n Context, steps bool) Packet {
+	p := f.Packets[i]
+	t := p.Head().Entered()
+	r := Packet{Direction: direction(f, t, p), Label: label(t), Tuple: t, End: end(n, p), Ordinary: Ordinary(f, i, n)}
+	r.TimelineEnd = r.End
+	if r.Ordinary != "" {
+		r.TimelineEnd = "consumed in " + n.NetnsName(p.Last().Netns) + " (ordinary)"
+	}
+	if steps {
+		r.Steps = packetSteps(n, f, p, r.Ordinary)
+	}
+	return r
+}
+
+// StepWords says in a few words what one event did to its packet. The
+// flow (nil when unknown) names the hook of the request's translation a
+// reply's undoes.
+func StepWords(n Context, f *flow.Flow, e *event.Event) string {
+	return event.ViewOf(e.Point).Step(lookup(n), f, e)
+}
+
+// lookup is what the points' views need of the context.
+func lookup(n Context) event.Lookup {
+	return event.Lookup{DropReason: n.ReasonName, Symbol: n.SymbolName}
+}
+
+// packetSteps are a packet's steps, in full and as a timeline shows them.
+func packetSteps(n Context, f *flow.Flow, p *flow.Packet, ordinary string) []Step {
+	steps := make([]Step, len(p.Events))
+	var dnatIn []uint32 // namespaces where this packet was DNATed
+	notable := false
+	for k := range p.Events {
+		e := &p.Events[k]
+		s := &steps[k]
+		s.What = StepWords(n, f, e)
+		if e.Translation()&event.TranslationDNAT != 0 {
+			dnatIn = append(dnatIn, e.Netns)
+		}
+		s.Timeline, s.Shown = timelineStep(e, s.What, k == len(p.Events)-1, contains(dnatIn, e.Netns))
+		notable = notable || s.Shown
+	}
+	for k := range steps {
+		if !notable {
+			steps[k].Timeline, steps[k].Shown = steps[k].What, true
+		}
+	}
+	if last := &steps[len(steps)-1]; ordinary != "" {
+		last.Timeline, last.Shown = "not a loss: "+ordinary, true
+	}
+	return steps
+}
+
+func contains(netns []uint32, ino uint32) bool {
+	for _, n := range netns {
+		if n == ino {
+			return true
+		}
+	}
+	return false
+}
+
+// timelineStep decides whether a timeline shows a step, and how.
+func timelineStep(e *event.Event, what string, last, dnatHere bool) (string, bool) {
+	switch {
+	case e.Point == event.PointNAT && e.Flags&event.FlagPre != 0 && e.Translation() == 0:
+		// A hook seen to translate nothing (the step's "no NAT").
+		if dnatHere && e.Hook == event.HookPostrouting && !e.HasInner() {
+			return "no SNAT (source unchanged after the DNAT)", true
+		}
+		return "", false
+	case e.Point == event.PointDev && e.Kind == event.KindDevTx && !last:
+		return "", false
+	case e.Point == event.PointDev:
+		return e.Kind.String(), true
+	}
+	return what, true
+}
+
+// direction names a packet's direction in its flow. A group or broadcast
+// datagram has no reply: it is named for what it is.
+func direction(f *flow.Flow, t event.Tuple, p *flow.Packet) string {
+	group := false
+	for i := range p.Events {
+		group = group || p.Events[i].ToGroup()
+	}
+	switch {
+	case group && t.Dst.IsMulticast():
+		return "multicast"
+	case group:
+		return "broadcast"
+	case !f.FromClient(t):
+		return "reply"
+	}
+	return "request"
+}
+
+// label is "SYN", "SYN-ACK", "ACK", ... for a TCP packet.
+func label(t event.Tuple) string {
+	if t.Proto != event.ProtoTCP {
+		return event.ProtoName(t.Proto)
+	}
+	switch {
+	case t.TCPFlags&0x02 != 0 && t.TCPFlags&0x10 != 0:
+		return "SYN-ACK"
+	case t.TCPFlags&0x02 != 0:
+		return "SYN"
+	case t.TCPFlags&0x04 != 0:
+		return "RST"
+	case t.TCPFlags&0x01 != 0:
+		return "FIN"
+	case t.TCPFlags&0x08 != 0:
+		return "data"
+	}
+	return "ACK"
+}
+
+// end says where a packet's path ended.
+func end(n Context, p *flow.Packet) string {
+	last := p.Last()
+	where := n.NetnsName(last.Netns)
+	if d := last.Ifname.String(); d != "" {
+		where += "/" + d
+	}
+	on := "on " + where
+	if where == "" && last.Point == event.PointDrop {
+		// Freed where no namespace or device holds it (a closing socket's
+		// queue): the place in the kernel says it.
+		on = "at " + n.SymbolName(last.Drop.Location)
+	}
+	switch {
+	case last.Point == event.PointDrop && n.ReasonName(last.Drop.Reason) == "NOT_SPECIFIED":
+		return fmt.Sprintf("freed %s (the kernel gave no drop reason)", on)
+	case last.Point == event.PointDrop:
+		return fmt.Sprintf("dropped (%s) %s", n.ReasonName(last.Drop.Reason), on)
+	case last.Point == event.PointSYN:
+		return fmt.Sprintf("at the listener in %s: %s", n.NetnsName(last.Netns), last.SYN.Outcome)
+	case last.Point == event.PointNAT && last.Hook == event.HookInput:
+		return "delivered locally in " + n.NetnsName(last.Netns)
+	case last.Point == event.PointDev && last.Kind == event.KindDevTx:
+		return "sent out of " + where + ", not seen after"
+	}
+	return "last seen on " + where
+}
