@@ -25,6 +25,7 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/rulewatch"
 	"github.com/nettrace-dev/nettrace/internal/synwatch"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
@@ -43,7 +44,8 @@ type capture struct {
 	targets   []netns.Target
 	tr        *probe.Tracer
 	meta      trace.Meta
-	names     output.Names
+	names     output.Names    // for the renderers
+	sources   explain.Sources // for the rules and the recordings
 	rulesets  ruleset.History
 	rec       *trace.Recorder
 	flight    *engine.FlightRecorder
@@ -248,12 +250,11 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 		DropReason: func(r uint32) string { return reasons[r] },
 		Symbol:     syms.Name,
 		Netns:      namer.Name,
-		Pods:       namer.PodAddresses,
 		Wall:       c.meta.Wall,
-		Rulesets:   c.rulesets.At,
 	}
+	c.sources = explain.Sources{Names: c.names, Pods: namer.PodAddresses, Rulesets: c.rulesets.At}
 	if f.rules {
-		c.names.RuleTraces = c.ruleTraces.Pass
+		c.sources.RuleTraces = c.ruleTraces.Pass
 	}
 	return nil
 }
@@ -273,7 +274,7 @@ func (c *capture) startRecorders() error {
 		recorded := c.meta
 		recorded.LossMarks = true // the pipeline records its counts of losses
 		recorded.Ticks = true     // and its ticks
-		rec, err := trace.NewRecorder(f.write, recorded, c.names, opts)
+		rec, err := trace.NewRecorder(f.write, recorded, c.sources, opts)
 		if err != nil {
 			return err
 		}
@@ -285,7 +286,7 @@ func (c *capture) startRecorders() error {
 		// held that long past the window, and then some for long flows.
 		o.Span, o.MaxBytes = o.Before+o.After+f.flowIdle+time.Minute, flightMemory
 		o.Settle = o.Before + f.flowIdle + time.Second
-		flight, err := engine.NewFlightRecorder(o, c.meta, c.names, func(err error) {
+		flight, err := engine.NewFlightRecorder(o, c.meta, c.sources, func(err error) {
 			log.Error().Err(err).Str("dir", o.Dir).Msg("flight recorder: a finding's window not written")
 		})
 		if err != nil {
@@ -354,7 +355,7 @@ func (c *capture) pipeline() *engine.Pipeline {
 		out = statusGuard{os.Stdout, c.status}
 	}
 	o := engine.Options{Format: f.format, Timelines: f.timelines, Events: f.events, Limit: f.count, FlowIdle: f.flowIdle,
-		MaxFlows: f.maxFlows, MaxPackets: f.maxPkts, Names: c.names, Recorder: c.rec, Flight: c.flight, Stdout: out, Colour: colour,
+		MaxFlows: f.maxFlows, MaxPackets: f.maxPkts, Names: c.names, Sources: c.sources, Recorder: c.rec, Flight: c.flight, Stdout: out, Colour: colour,
 		Rulesets: &c.rulesets, RuleTraces: c.traced, RulesChanged: c.rulesChanged, Losses: &flow.Losses{}, Summarize: c.summarize}
 	if c.rules != nil {
 		o.RuleChanges = c.rules.Changes()

@@ -64,39 +64,30 @@ explanations, then for the packets. In Wireshark: frame.comment ==
 // and returns how many it wrote and the stream that read them last, which
 // says whether they were whole. The recordings are read twice (flows and
 // their explanations first, for the rules of each NAT step, then the
-// packets); out is created once each has opened as a recording.
+// packets); out is created once the first reading has ended.
 func exportPcapng(files []string, out string) (int, *trace.Stream, error) {
-	var last *trace.Stream
-	var closers []func()
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	open := func() (output.EventSource, output.Names, error) {
-		s, _, closeAll, err := engine.OpenRecordings(files)
-		if err != nil {
-			return nil, output.Names{}, err
-		}
-		closers = append(closers, closeAll)
-		last = s
-		return s, engine.StreamNames(s), nil
+	s, _, closeAll, err := engine.OpenRecordings(files)
+	if err != nil {
+		return 0, nil, err
 	}
-	for _, file := range files {
-		r, err := trace.Open(file)
-		if err != nil {
-			return 0, nil, err
-		}
-		r.Close()
+	rules, err := engine.NATStepRules(s, engine.StreamSources(s))
+	closeAll()
+	if err != nil {
+		return 0, nil, err
 	}
+	s, _, closeAll, err = engine.OpenRecordings(files)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer closeAll()
 	f, err := createOutput(out, 0o600)
 	if err != nil {
 		return 0, nil, err
 	}
-	n, err := output.ExportPcapng(open, f)
+	n, err := output.ExportPcapng(s, engine.StreamNames(s), rules, f)
 	if err != nil {
 		f.abort()
 		return 0, nil, err
 	}
-	return n, last, f.commit()
+	return n, s, f.commit()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
@@ -54,7 +55,7 @@ func TestFlightRecorder(t *testing.T) {
 			o := FlightOptions{Dir: dir, Before: time.Second, After: time.Second, Keep: tc.keep,
 				Settle: 5 * time.Second, Span: 2 * time.Minute, MaxBytes: 64 << 20}
 			var problem error
-			f, err := NewFlightRecorder(o, trace.Meta{Nettrace: "test", DropReasons: fixture.ReasonNames}, names, func(err error) { problem = err })
+			f, err := NewFlightRecorder(o, trace.Meta{Nettrace: "test", DropReasons: fixture.ReasonNames}, explain.Sources{Names: names}, func(err error) { problem = err })
 			if err != nil {
 				t.Fatal(err)
 			}

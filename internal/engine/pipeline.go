@@ -28,13 +28,15 @@ import (
 // whose flows all end at once (at its end) is explained on every core.
 type Pipeline struct {
 	// gate is what the kernel gate did, for the summary (nil: off).
-	gate  *event.GateCounts
-	w     output.Writer // nil: nothing on stdout (record)
-	jw    *jsonLines
-	names output.Names
-	corr  *flow.Correlator
-	// detail is what the reports carry beyond the finding: the NAT rules
-	// of every packet only for JSON, which shows them.
+	gate    *event.GateCounts
+	w       output.Writer // nil: nothing on stdout (record)
+	jw      *jsonLines
+	names   output.Names
+	sources explain.Sources
+	corr    *flow.Correlator
+	// detail is what the reports carry beyond the finding and their
+	// packets: the steps' words for the flows shown whole, and their NAT
+	// rules only for JSON, which shows them.
 	detail         explain.Detail
 	rec            *trace.Recorder
 	flight         *FlightRecorder
@@ -154,15 +156,18 @@ type Options struct {
 	FlowIdle   time.Duration
 	MaxFlows   int
 	MaxPackets int
-	Names      output.Names
-	Recorder   *trace.Recorder
-	Flight     *FlightRecorder
+	// Names name kernel numbers for the renderers; Sources are what the
+	// rules know (the pipeline adds its correlator's SNAT index).
+	Names    output.Names
+	Sources  explain.Sources
+	Recorder *trace.Recorder
+	Flight   *FlightRecorder
 	// Stdout is where flows and events go (os.Stdout if nil), and Colour
 	// whether text is coloured there.
 	Stdout io.Writer
 	Colour bool
 	// Rulesets receives the namespaces' rulesets (AddRuleset), which the
-	// names then give to the findings; nil when none are read.
+	// sources then give to the findings; nil when none are read.
 	Rulesets    *ruleset.History
 	RuleChanges <-chan ruleset.Snapshot
 	// RuleTraces are the trace steps to record; RulesChanged is told of
@@ -197,9 +202,13 @@ const maxKeptText = 64 << 10
 // New starts a pipeline: with deferred flows (events not shown as they
 // come), its explaining and writing goroutines, which Finish ends.
 func New(o Options) *Pipeline {
-	p := &Pipeline{names: o.Names, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
+	p := &Pipeline{names: o.Names, sources: o.Sources, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
 		findingsByRule: map[string]uint64{}, out: o.Stdout, rulesets: o.Rulesets, ruleChanges: o.RuleChanges,
 		ruleTraces: o.RuleTraces, rulesChanged: o.RulesChanged, tracesRead: o.RuleTracesRead, losses: o.Losses, clocks: o.Clocks, summarize: o.Summarize}
+	if p.sources.Names == nil {
+		// The rules name kernel numbers as the renderers do.
+		p.sources.Names = o.Names
+	}
 	if p.summarize == nil {
 		p.summarize = func(s output.Summary) { output.WriteSummary(os.Stderr, s) }
 	}
@@ -243,7 +252,7 @@ func New(o Options) *Pipeline {
 	deferred := !p.showEvents
 	p.corr = flow.New(flow.Config{Idle: o.FlowIdle, MaxFlows: o.MaxFlows, MaxPackets: o.MaxPackets, Deferred: deferred,
 		CrossHost: o.CrossHost})
-	p.names.SNATs = p.corr.SNATs()
+	p.sources.SNATs = p.corr.SNATs()
 	if deferred {
 		p.startRendering(renderer)
 	}
@@ -492,7 +501,7 @@ func (p *Pipeline) explain(f *flow.Flow) *explain.Report {
 	if len(f.Packets) == 0 {
 		return nil
 	}
-	return explain.NewReport(f, p.names, p.detail)
+	return explain.NewReport(f, p.sources, p.detail)
 }
 
 // countFinding counts a finished flow's finding, if it has one ("" rule),

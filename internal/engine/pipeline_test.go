@@ -55,7 +55,7 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 		if len(f.Packets) == 0 {
 			return
 		}
-		r := explain.NewReport(f, names, text.Timelines.Detail())
+		r := explain.NewReport(f, explain.Sources{Names: names}, text.Timelines.Detail())
 		if r.Finding != nil {
 			wantFindings[r.Finding.Rule]++
 		}

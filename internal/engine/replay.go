@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
@@ -35,12 +36,16 @@ func OpenRecordings(files []string) (s *trace.Stream, skews []trace.ClockSkew, c
 	return s, skews, closeAll, nil
 }
 
-// StreamNames are the names a stream's recordings keep: namespaces, drop
-// reasons, kernel symbols, wall-clock time, rulesets, rule traces and pod
-// addresses.
+// StreamNames are the names a stream's recordings keep for the renderers:
+// namespaces, drop reasons, kernel symbols and wall-clock time.
 func StreamNames(s *trace.Stream) output.Names {
-	return output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall,
-		Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses}
+	return output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall}
+}
+
+// StreamSources are what a stream's recordings keep for the rules: those
+// names, rulesets, rule traces and pod addresses.
+func StreamSources(s *trace.Stream) explain.Sources {
+	return explain.Sources{Names: s, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses}
 }
 
 // replayTickEvery is how many events replay takes between ticks when the
@@ -53,7 +58,7 @@ const replayTickEvery = 4096
 // are the stream's), and finishes it. It ends idle flows where the run did
 // when the recording says where (trace.Stream.Ticks).
 func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
-	o.Names = StreamNames(s)
+	o.Names, o.Sources = StreamNames(s), StreamSources(s)
 	if s.CountsLosses() {
 		// As the live run decided: a flow's completeness once its losses
 		// are counted, as the recording says they were.

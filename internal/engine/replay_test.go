@@ -8,6 +8,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
@@ -54,9 +55,10 @@ func replayAfterRun(t *testing.T, events []event.Event, ticks bool) (live, repla
 		t.Fatal(err)
 	}
 	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName,
-		Netns: fixture.Context{}.NetnsName, Pods: fixture.Context{}.PodAddresses, Wall: meta.Wall}
+		Netns: fixture.Context{}.NetnsName, Wall: meta.Wall}
+	sources := explain.Sources{Names: names, Pods: fixture.Context{}.PodAddresses}
 	var run bytes.Buffer
-	p := New(Options{Format: "text", Timelines: output.TimelinesAll, Names: names, Stdout: &run, Recorder: rec})
+	p := New(Options{Format: "text", Timelines: output.TimelinesAll, Names: names, Sources: sources, Stdout: &run, Recorder: rec})
 	const tick = 100_000_000
 	var now uint64
 	for i := range events {

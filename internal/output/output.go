@@ -6,70 +6,22 @@ package output
 
 import (
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
-	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
 
-// Names turns kernel numbers into names; each may be nil.
+// Names turns kernel numbers into names, and kernel times into wall-clock
+// time, for the renderers; each may be nil.
 type Names struct {
 	DropReason func(uint32) string
 	Symbol     func(uint64) string
 	Netns      func(uint32) string
 	// Wall converts a CLOCK_MONOTONIC timestamp to wall-clock time.
 	Wall func(uint64) time.Time
-	// Rulesets gives a namespace's iptables ruleset in force at a
-	// CLOCK_MONOTONIC time: findings then name their rules.
-	Rulesets func(netns uint32, at uint64) *ruleset.Ruleset
-	// RuleTraces gives what nftables tracing reported of a packet
-	// (ruleset.Traces.Pass): findings then name the rules it went through.
-	RuleTraces func(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace
-	// Pods gives the pods' addresses (namespace/name) and their
-	// generation (netns.Namer.PodAddresses).
-	Pods func() (uint64, map[netip.Addr]string)
-	// SNATs are the entries SNAT gave a source (the correlator's index):
-	// a conntrack clash then names the connection it lost to.
-	SNATs *flow.SNATs
-}
-
-// PodAddresses returns the pods' addresses, if known.
-func (n Names) PodAddresses() (uint64, map[netip.Addr]string) {
-	if n.Pods == nil {
-		return 0, nil
-	}
-	return n.Pods()
-}
-
-// PodName names the pod an address belongs to, "" when none is known.
-func (n Names) PodName(a netip.Addr) string {
-	_, pods := n.PodAddresses()
-	return pods[a]
-}
-
-// Ruleset returns a namespace's ruleset at a time, if known.
-func (n Names) Ruleset(netns uint32, at uint64) *ruleset.Ruleset {
-	if n.Rulesets == nil {
-		return nil
-	}
-	return n.Rulesets(netns, at)
-}
-
-// RuleTrace returns the traced steps of a packet, if any.
-func (n Names) RuleTrace(netns uint32, hook string, p ruleset.Packet, at uint64) []ruleset.Trace {
-	if n.RuleTraces == nil {
-		return nil
-	}
-	return n.RuleTraces(netns, hook, p, at)
-}
-
-// SNATedBefore returns the entry SNAT gave a tuple before another, if known.
-func (n Names) SNATedBefore(netns uint32, t event.Tuple, ct, at uint64) (event.Event, bool) {
-	return n.SNATs.Before(netns, t, ct, at)
 }
 
 // lookup is what the points' views need of the names.

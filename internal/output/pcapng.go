@@ -12,7 +12,6 @@ import (
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
-	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
 
 // exporter writes the packets of a stream as pcapng: one interface per
@@ -26,7 +25,7 @@ type exporter struct {
 	names  Names
 	ifaces map[string]int
 	epochs map[uint64]uint64
-	rules  map[stepKey][]string
+	rules  NATRules
 }
 
 // EventSource gives events in order, io.EOF after the last.
@@ -34,26 +33,28 @@ type EventSource interface {
 	Next(e *event.Event) error
 }
 
-// Recording opens a recording from its start: its events, and the names
-// they come with (which the stream fills as it is read).
-type Recording func() (EventSource, Names, error)
+// StepKey names one event of a recording across its readings.
+type StepKey struct {
+	time, skb, skbSeen uint64
+	netns              uint32
+	point              event.Point
+	kind               event.Kind
+	hook               event.Hook
+}
+
+// StepOf is the key of an event.
+func StepOf(e *event.Event) StepKey {
+	return StepKey{e.Time, e.Skb, e.SkbSeen, e.Netns, e.Point, e.Kind, e.Hook}
+}
+
+// NATRules are the netfilter rules the reports of a recording's flows name
+// for their NAT steps, by step.
+type NATRules map[StepKey][]explain.NetfilterRule
 
 // ExportPcapng writes the packets of a recording (events that carry packet
-// bytes) to out, in its order, and returns how many it wrote. It reads the
-// recording twice: first into flows, explained as replay explains them,
-// for the rules of each NAT step; then for the packets.
-func ExportPcapng(open Recording, out io.Writer) (int, error) {
-	s, names, err := open()
-	if err != nil {
-		return 0, err
-	}
-	rules, err := natStepRules(s, names)
-	if err != nil {
-		return 0, err
-	}
-	if s, names, err = open(); err != nil {
-		return 0, err
-	}
+// bytes) to out, in its order, with the rules its reports named for each
+// NAT step, and returns how many it wrote.
+func ExportPcapng(s EventSource, names Names, rules NATRules, out io.Writer) (int, error) {
 	w, err := pcapgo.NewNgWriterInterface(out, pcapgo.NgInterface{Name: "nettrace", LinkType: layers.LinkTypeRaw, SnapLength: 65535},
 		pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "nettrace", Comment: "exported by nettrace from a recording"}})
 	if err != nil {
@@ -66,6 +67,9 @@ func ExportPcapng(open Recording, out io.Writer) (int, error) {
 		err := s.Next(&e)
 		if err == io.EOF {
 			break
+		}
+		if err != nil {
+			return n, err
 		}
 		if len(e.Packet) == 0 {
 			continue
@@ -80,59 +84,6 @@ func ExportPcapng(open Recording, out io.Writer) (int, error) {
 	}
 	return n, nil
 }
-
-// stepKey names one event of a recording across its two readings.
-type stepKey struct {
-	time, skb, skbSeen uint64
-	netns              uint32
-	point              event.Point
-	kind               event.Kind
-	hook               event.Hook
-}
-
-func stepOf(e *event.Event) stepKey {
-	return stepKey{e.Time, e.Skb, e.SkbSeen, e.Netns, e.Point, e.Kind, e.Hook}
-}
-
-// natStepRules correlates a recording into flows, explains each with the
-// rules of every NAT step, and returns those rules as comments, by step.
-func natStepRules(s EventSource, names Names) (map[stepKey][]string, error) {
-	rules := map[stepKey][]string{}
-	c := flow.New(flow.DefaultConfig)
-	done := func(f *flow.Flow) {
-		if len(f.Packets) == 0 {
-			return
-		}
-		r := explain.NewReport(f, names, explain.Detail{NATRules: explain.AllFlows})
-		for i, p := range f.Packets {
-			for j, s := range r.Packets[i].Steps {
-				if c := ruleComments(s.NATRules); len(c) > 0 {
-					rules[stepOf(&p.Events[j])] = c
-				}
-			}
-		}
-	}
-	var e event.Event
-	for n := 0; ; n++ {
-		err := s.Next(&e)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		c.Add(&e, done)
-		if n%expireEvery == 0 {
-			c.Expire(e.Time, done)
-		}
-	}
-	c.Flush(done)
-	return rules, nil
-}
-
-// expireEvery is how many events the first reading takes between ending
-// idle flows: a recording has no clock but its own.
-const expireEvery = 4096
 
 // ruleComments are the comments naming the rules that decided a NAT step
 // (netfilter_rule) and the one a RETURN kept it from
@@ -226,5 +177,5 @@ func (x *exporter) comments(e *event.Event) []string {
 		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))
 	}
 	c = event.ViewOf(e.Point).PCAPNG(x.names.lookup(), e, c)
-	return append(c, x.rules[stepOf(e)]...)
+	return append(c, ruleComments(x.rules[StepOf(e)])...)
 }

@@ -44,12 +44,12 @@ func TestFindingsReadAsSentences(t *testing.T) {
 	fired := map[string]bool{}
 	for name, events := range fixtures {
 		fx := fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{fixture.Netns("n2"): filter, fixture.Netns("n1"): n1[name]}}
-		names := Names{DropReason: fx.ReasonName, Symbol: fx.SymbolName, Netns: fx.NetnsName, Rulesets: fx.Ruleset}
+		names := Names{DropReason: fx.ReasonName, Symbol: fx.SymbolName, Netns: fx.NetnsName}
 		var text strings.Builder
 		tx := NewText(&text, names)
 		c := flow.New(flow.DefaultConfig)
 		show := func(f *flow.Flow) {
-			r := explain.NewReport(f, names, tx.Timelines.Detail())
+			r := explain.NewReport(f, fx, tx.Timelines.Detail())
 			fd := r.Finding
 			if fd == nil {
 				return

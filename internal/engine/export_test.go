@@ -1,4 +1,4 @@
-package output
+package engine
 
 import (
 	"bytes"
@@ -10,7 +10,9 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
+	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 )
 
@@ -26,7 +28,8 @@ func (s *events) Next(e *event.Event) error {
 }
 
 // Every event with packet bytes is a packet on its namespace's device,
-// commented with the event's facts and its point's (the points' views).
+// commented with the event's facts, its point's (the points' views) and
+// the NAT rules its flow's report names.
 func TestExportPcapngComments(t *testing.T) {
 	evs := events(fixture.SNATMissing(false))
 	ipHeader := []byte{0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
@@ -38,19 +41,20 @@ func TestExportPcapngComments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName,
-		Rulesets: func(netns uint32, _ uint64) *ruleset.Ruleset {
-			if netns == fixture.Netns("n1") {
-				return rs
-			}
-			return nil
-		}}
-	open := func() (EventSource, Names, error) {
-		again := slices.Clone(evs)
-		return &again, names, nil
+	names := output.Names{DropReason: fixture.Context{}.ReasonName, Symbol: fixture.Context{}.SymbolName, Netns: fixture.Context{}.NetnsName}
+	sources := explain.Sources{Names: names, Rulesets: func(netns uint32, _ uint64) *ruleset.Ruleset {
+		if netns == fixture.Netns("n1") {
+			return rs
+		}
+		return nil
+	}}
+	again := slices.Clone(evs)
+	rules, err := NATStepRules(&again, sources)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	n, err := ExportPcapng(open, &out)
+	n, err := output.ExportPcapng(&evs, names, rules, &out)
 	if err != nil || n != want {
 		t.Fatalf("exported %d packets (%v), want %d", n, err, want)
 	}
