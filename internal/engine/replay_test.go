@@ -8,8 +8,8 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/internal/output"
-	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/filter"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
