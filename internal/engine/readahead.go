@@ -17,36 +17,70 @@ const (
 )
 
 // eventBatch is events read ahead, with their packet bytes, and the
-// stream's ticks among them.
+// stream's marks among them.
 type eventBatch struct {
 	events  []event.Event
 	packets []byte
-	ticks   []batchTick
+	marks   []streamMark
 	last    bool // the stream ended after these
 }
 
-// batchTick is a tick of the stream, before the batch's event at index
-// before (after the last event when it is len(events)).
-type batchTick struct {
-	before int
-	at     uint64
+// streamMark is what the stream said between two events, before the
+// batch's event at index before (after the last event when it is
+// len(events)): a tick, or how far its losses are counted.
+type streamMark struct {
+	before  int
+	tick    bool
+	at      uint64 // a tick's time
+	win     event.LossWindow
+	through uint64 // losses counted through
+}
+
+// StreamMarks are told what the stream says between its events, in their
+// place among them, on the loop's goroutine; each may be nil.
+type StreamMarks struct {
+	// Tick is told of the stream's ticks (trace.Stream.Ticks).
+	Tick func(at uint64)
+	// Loss is told of its loss windows and how far its losses are counted
+	// (trace.Stream.OnLoss): told in place, what it learns is what the
+	// live run knew there, whatever the reader has read ahead.
+	Loss func(win event.LossWindow, through uint64)
+}
+
+func (m StreamMarks) tell(x streamMark) {
+	if x.tick {
+		m.Tick(x.at)
+	} else {
+		m.Loss(x.win, x.through)
+	}
 }
 
 // ReadAhead yields the events of a stream in order, read and decoded on
-// another goroutine. An event is valid until the loop body returns. The
-// stream's ticks (trace.Stream.Ticks), when tick is not nil, go to tick in
-// their place among the events, on the loop's goroutine. Once the loop is
-// over, the stream is the caller's again (its reader has stopped).
-func ReadAhead(s *trace.Stream, tick func(at uint64)) iter.Seq[*event.Event] {
+// another goroutine. An event is valid until the loop body returns. What
+// the stream says between its events goes to marks in its place among the
+// events. Once the loop is over, the stream is the caller's again (its
+// reader has stopped).
+func ReadAhead(s *trace.Stream, marks StreamMarks) iter.Seq[*event.Event] {
 	return func(yield func(*event.Event) bool) {
 		full, free := make(chan *eventBatch, readBatches), make(chan *eventBatch, readBatches)
 		for range readBatches {
 			free <- &eventBatch{events: make([]event.Event, 0, readBatch)}
 		}
 		var filling *eventBatch
-		if tick != nil {
+		if marks.Tick != nil {
 			s.OnTick(func(at uint64) {
-				filling.ticks = append(filling.ticks, batchTick{before: len(filling.events) - 1, at: at})
+				filling.marks = append(filling.marks, streamMark{before: len(filling.events) - 1, tick: true, at: at})
+			})
+		}
+		if marks.Loss != nil {
+			s.OnLoss(func(win event.LossWindow, through uint64) {
+				if filling == nil {
+					// Told at once, of what the stream knew before its
+					// first event: on this goroutine.
+					marks.Loss(win, through)
+					return
+				}
+				filling.marks = append(filling.marks, streamMark{before: len(filling.events) - 1, win: win, through: through})
 			})
 		}
 		stop, stopped := make(chan struct{}), make(chan struct{})
@@ -72,18 +106,18 @@ func ReadAhead(s *trace.Stream, tick func(at uint64)) iter.Seq[*event.Event] {
 			<-stopped
 		}()
 		for b := range full {
-			ticks := b.ticks
+			pending := b.marks
 			for i := range b.events {
-				for ; len(ticks) > 0 && ticks[0].before == i; ticks = ticks[1:] {
-					tick(ticks[0].at)
+				for ; len(pending) > 0 && pending[0].before == i; pending = pending[1:] {
+					marks.tell(pending[0])
 				}
 				if !yield(&b.events[i]) {
 					free <- b // the reader may be waiting for a batch to fill
 					return
 				}
 			}
-			for _, t := range ticks {
-				tick(t.at)
+			for _, x := range pending {
+				marks.tell(x)
 			}
 			if b.last {
 				return
@@ -96,7 +130,7 @@ func ReadAhead(s *trace.Stream, tick func(at uint64)) iter.Seq[*event.Event] {
 // fill reads up to a batch of events, copying their packet bytes out of
 // the reader's buffer (valid only until its next read).
 func (b *eventBatch) fill(s *trace.Stream) {
-	b.events, b.packets, b.ticks = b.events[:0], b.packets[:0], b.ticks[:0]
+	b.events, b.packets, b.marks = b.events[:0], b.packets[:0], b.marks[:0]
 	var ends [readBatch]int
 	for len(b.events) < readBatch {
 		b.events = append(b.events, event.Event{})

@@ -13,12 +13,14 @@ import (
 // recordIncidents writes a recording of incidentStream(conns), every
 // event carrying packet bytes of its own, with a tick (its number) after
 // every 100th event, at the end of every batch ReadAhead reads, after the
-// last and before the first (the tick after n events carries n+1), and
+// last and before the first (the tick after n events carries n+1), and a
+// loss window after every 150th (one record lost, counted through n), and
 // returns it with its events.
 func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "incidents.ntrace")
-	w, err := trace.Create(path, trace.Meta{Nettrace: "test", SnapLen: 128, DropReasons: fixture.ReasonNames, Ticks: true}, fixture.Context{})
+	meta := trace.Meta{Nettrace: "test", SnapLen: 128, DropReasons: fixture.ReasonNames, Ticks: true, LossMarks: true}
+	w, err := trace.Create(path, meta, fixture.Context{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +38,11 @@ func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 				t.Fatal(err)
 			}
 		}
+		if (i+1)%lossEvery == 0 {
+			if err := w.Losses(event.LossWindow{From: uint64(i), To: uint64(i + 1), N: 1}, uint64(i+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	if err := w.Close(trace.Summary{}); err != nil {
 		t.Fatal(err)
@@ -43,12 +50,16 @@ func recordIncidents(t *testing.T, conns int) (string, []event.Event) {
 	return path, events
 }
 
+// lossEvery is how many events recordIncidents writes between loss windows.
+const lossEvery = 150
+
 // tickAfter says whether recordIncidents ticks after the n-th of all events
 // (before the first: n is 0).
 func tickAfter(n, all int) bool { return n%100 == 0 || n%readBatch == 0 || n == all }
 
 // The events come in order with their bytes, across batches, and the
-// ticks in their places among them.
+// ticks and loss counts in their places among them, however far the
+// reader has read ahead.
 func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 	path, want := recordIncidents(t, 40) // several batches and a partial one
 	s, _, closeAll, err := OpenRecordings([]string{path})
@@ -63,7 +74,19 @@ func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 		}
 		ticks++
 	}
-	for e := range ReadAhead(s, tick) {
+	losses := 0
+	loss := func(win event.LossWindow, through uint64) {
+		if win.N == 0 {
+			return // how far the losses are counted, the end's or before the first event
+		}
+		if (win.To != uint64(n) || through != uint64(n)) && losses == 0 {
+			// Errorf, not Fatalf: told out of place, it is told on the
+			// reader's goroutine.
+			t.Errorf("losses counted through %d (window to %d) told after %d events", through, win.To, n)
+		}
+		losses++
+	}
+	for e := range ReadAhead(s, StreamMarks{Tick: tick, Loss: loss}) {
 		if n >= len(want) {
 			t.Fatalf("more than the %d events recorded", len(want))
 		}
@@ -85,6 +108,9 @@ func TestReadAheadYieldsEveryEventInOrder(t *testing.T) {
 	if ticks != wantTicks {
 		t.Fatalf("%d ticks, %d recorded", ticks, wantTicks)
 	}
+	if losses != len(want)/lossEvery && !t.Failed() {
+		t.Fatalf("%d loss windows told, %d recorded", losses, len(want)/lossEvery)
+	}
 	if len(s.Errs) != 0 {
 		t.Fatalf("stream errors: %v", s.Errs)
 	}
@@ -101,7 +127,7 @@ func TestReadAheadStopsWithTheLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		for range ReadAhead(s, nil) {
+		for range ReadAhead(s, StreamMarks{}) {
 			if n == stopAt {
 				break
 			}

@@ -59,19 +59,21 @@ const replayTickEvery = 4096
 // when the recording says where (trace.Stream.Ticks).
 func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
 	o.Names, o.Sources = StreamNames(s), StreamSources(s)
+	var marks StreamMarks
 	if s.CountsLosses() {
 		// As the live run decided: a flow's completeness once its losses
-		// are counted, as the recording says they were.
+		// are counted, as the recording says they were, where it says so.
 		o.Losses = &flow.Losses{}
-		s.OnLoss(o.Losses.Add)
+		marks.Loss = o.Losses.Add
 	}
 	o.CrossHost = s.Merged()
 	p := New(o)
+	marks.Tick = p.Tick
 	follow := filter.NewFollower(prog)
 	ticks := s.Ticks()
 	var first, last uint64
 	n := 0
-	for e := range ReadAhead(s, p.Tick) {
+	for e := range ReadAhead(s, marks) {
 		if first == 0 {
 			first = e.Time
 		}

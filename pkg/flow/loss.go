@@ -18,8 +18,8 @@ const maxLossWindows = 4096
 
 // Losses are the loss windows of a run and how far they are known: a
 // flow's completeness is decided only once every loss that could have
-// touched it has been counted. Safe for concurrent use: replay learns of
-// losses on its reading goroutine.
+// touched it has been counted. Safe for concurrent use: a live run counts
+// losses on a goroutine of its own.
 type Losses struct {
 	mu      sync.Mutex
 	windows []event.LossWindow // in order of To
@@ -31,9 +31,8 @@ type Losses struct {
 func (l *Losses) Add(w event.LossWindow, through uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// Windows are kept as counted, never joined as they come: replay,
-	// which learns of windows ahead of the flows they may touch, then marks
-	// each flow as the live run did.
+	// Windows are kept as counted, never joined as they come: replay then
+	// marks each flow as the live run did.
 	if w.N > 0 {
 		l.windows = append(l.windows, w)
 		if len(l.windows) > maxLossWindows {
