@@ -803,31 +803,56 @@ type scenarioCheck struct {
 	check    func(t *testing.T, r labRun, healthy bool)
 }
 
-var scenarioChecks = []scenarioCheck{
-	{"snat-missing", "host " + lab.SNATServiceIP, true, checkSNATMissing},
-	{"syn-overflow", "port 30285", true, checkSYNOverflow},
-	{"service-paths", "host " + lab.PathsServiceIP, false, checkServicePaths},
-	{"stale-hostport", "port 8443", true, checkStaleHostPort},
-	{"hairpin", "host " + lab.LoadBalancerIP, true, checkHairpin},
-	{"service-paths-nft", "host " + lab.PathsServiceIP, false, checkServicePaths},
-	{"hairpin-nft", "host " + lab.LoadBalancerIP, true, checkHairpin},
-	{"conntrack-clash", "host " + lab.Pod2IP + " and port 8080", true, checkConntrackClash},
-	{"hairpin-mode", "host " + lab.SelfServiceIP, true, checkHairpinMode},
-	{"lb-source-ranges", "host " + lab.LoadBalancerIP, true, lbDropCheck("KUBE-PROXY-FIREWALL",
-		`"default/ingress traffic not accepted by KUBE-FW-`, "the source is not in the Service's loadBalancerSourceRanges")},
-	{"lb-local-no-endpoint", "host " + lab.LoadBalancerIP, true, lbDropCheck("KUBE-EXTERNAL-SERVICES",
+// incidentChecks are what each kind of lab incident (lab.Incident.Kind)
+// must show, in either family.
+var incidentChecks = map[string]func(t *testing.T, r labRun, healthy bool){
+	"snat-missing":      checkSNATMissing,
+	"syn-overflow":      checkSYNOverflow,
+	"service-paths":     checkServicePaths,
+	"stale-hostport":    checkStaleHostPort,
+	"hairpin":           checkHairpin,
+	"service-paths-nft": checkServicePaths,
+	"hairpin-nft":       checkHairpin,
+	"conntrack-clash":   checkConntrackClash,
+	"hairpin-mode":      checkHairpinMode,
+	"lb-source-ranges": lbDropCheck("KUBE-PROXY-FIREWALL",
+		`"default/ingress traffic not accepted by KUBE-FW-`, "the source is not in the Service's loadBalancerSourceRanges"),
+	"lb-local-no-endpoint": lbDropCheck("KUBE-EXTERNAL-SERVICES",
 		`"default/ingress has no local endpoints"`, "the Service's externalTrafficPolicy is Local and no endpoint runs on this node",
-		"or set externalTrafficPolicy: Cluster")},
-	{"conntrack-invalid", "host " + lab.StreamServiceIP + " or host " + lab.Pod2IP, true, checkConntrackInvalid},
-	{"stale-udp-entry", "host " + lab.DNSServiceIP + " or host " + lab.OldDNSPodIP, true, checkStaleUDPEntry},
-	{"snat-port-clash", "port " + fmt.Sprint(lab.DatabasePort), true, checkSNATPortClash},
-	{"mtu-black-hole", "host " + lab.Pod2IP, true, checkMTUBlackHole},
-	// The IPv6 variants, in the dual-stack lab.
-	{"snat-missing-v6", "host " + lab.IPv6.SNATService, true, checkSNATMissing},
-	{"syn-overflow-v6", "ip6 and port 30285", true, checkSYNOverflow},
-	{"service-paths-v6", "host " + lab.IPv6.PathsService, false, checkServicePaths},
-	{"stale-hostport-v6", "ip6 and port 8443", true, checkStaleHostPort},
-	{"hairpin-v6", "host " + lab.IPv6.LoadBalancer, true, checkHairpin},
+		"or set externalTrafficPolicy: Cluster"),
+	"conntrack-invalid": checkConntrackInvalid,
+	"stale-udp-entry":   checkStaleUDPEntry,
+	"snat-port-clash":   checkSNATPortClash,
+	"mtu-black-hole":    checkMTUBlackHole,
+}
+
+// scenarioChecks are the lab's incidents (lab.Incidents) with their checks,
+// but for those that need a kernel of their own, which have tests of their
+// own (TestConntrackTableFull).
+var scenarioChecks = func() []scenarioCheck {
+	var out []scenarioCheck
+	for _, in := range lab.Incidents() {
+		if !in.OwnKernel {
+			out = append(out, scenarioCheck{in.Name, in.Filter, in.Twins, incidentChecks[in.Kind]})
+		}
+	}
+	return out
+}()
+
+// Every incident of the lab has its check, and every check an incident.
+func TestEveryIncidentIsChecked(t *testing.T) {
+	kinds := map[string]bool{}
+	for _, in := range lab.Incidents() {
+		kinds[in.Kind] = true
+		if _, ok := incidentChecks[in.Kind]; !ok && !in.OwnKernel {
+			t.Errorf("lab incident %s has no check in incidentChecks", in.Name)
+		}
+	}
+	for kind := range incidentChecks {
+		if !kinds[kind] {
+			t.Errorf("incidentChecks has %s, which the lab does not declare", kind)
+		}
+	}
 }
 
 // eachScenario runs test for every scenario and twin.

@@ -3,6 +3,7 @@ package test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/test/lab"
@@ -19,8 +20,10 @@ func TestConntrackTableFull(t *testing.T) {
 	if os.Getenv(lab.OwnKernelEnv) != "1" {
 		t.Skipf("lowers the kernel's nf_conntrack_max, which this whole machine is held to: runs in the qemu guests (make vmtest), where %s=1", lab.OwnKernelEnv)
 	}
-	twins(t, "conntrack-table-full", func(t *testing.T, name string, healthy bool) {
-		r := runScenario(t, name, fmt.Sprintf("host %s and port %d", lab.Pod2IP, lab.PodPort), "--rules")
+	i := slices.IndexFunc(lab.Incidents(), func(in lab.Incident) bool { return in.Name == "conntrack-table-full" })
+	tableFull := lab.Incidents()[i]
+	twins(t, tableFull.Name, func(t *testing.T, name string, healthy bool) {
+		r := runScenario(t, name, tableFull.Filter, "--rules")
 		call := r.outcomes[len(r.outcomes)-1]
 		if healthy {
 			if res := r.results(); res[lab.Connected] != len(r.outcomes) {

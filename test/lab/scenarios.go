@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -133,48 +134,89 @@ func nodeRules(f Family, node int) string {
 
 type builder func(healthy bool, f Family) *Scenario
 
-var builders = map[string]builder{
-	"snat-missing":         snatMissing,
-	"syn-overflow":         synOverflow,
-	"service-paths":        servicePaths,
-	"stale-hostport":       staleHostPort,
-	"hairpin":              hairpin,
-	"conntrack-clash":      conntrackClash,
-	"hairpin-mode":         hairpinMode,
-	"lb-source-ranges":     lbSourceRanges,
-	"conntrack-invalid":    conntrackInvalid,
-	"stale-udp-entry":      staleUDPEntry,
-	"snat-port-clash":      snatPortClash,
-	"conntrack-table-full": conntrackTableFull,
-	"mtu-black-hole":       mtuBlackHole,
-	"lb-local-no-endpoint": lbLocalNoEndpoint,
-	// kube-proxy's nftables mode: native nftables rules.
-	"service-paths-nft": servicePathsNft,
-	"hairpin-nft":       hairpinNft,
+// definition declares a lab scenario once: Names, Lookup and Incidents
+// (the tests' table) derive from definitions.
+type definition struct {
+	name  string
+	build builder
+	// healthyOnly: no faulty version; NAME is its healthy setup.
+	healthyOnly bool
+	// ipv6: it has an IPv6 variant, NAME-v6, in the dual-stack lab
+	// (kube-proxy's nftables mode is IPv4 only here).
+	ipv6 bool
+	// ownKernel: it changes what the whole kernel allows, and runs only
+	// where the kernel is the tests' own (OwnKernelEnv).
+	ownKernel bool
+	// filter is what a user would type to watch its incident.
+	filter func(f Family) string
 }
 
-// singleTwin scenarios have no faulty version.
-var singleTwin = map[string]bool{"service-paths": true, "service-paths-nft": true}
+var definitions = []definition{
+	{name: "snat-missing", build: snatMissing, ipv6: true, filter: func(f Family) string { return "host " + f.SNATService }},
+	{name: "syn-overflow", build: synOverflow, ipv6: true, filter: func(f Family) string { return f.only(fmt.Sprint("port ", NodePort)) }},
+	{name: "service-paths", build: servicePaths, healthyOnly: true, ipv6: true, filter: func(f Family) string { return "host " + f.PathsService }},
+	{name: "stale-hostport", build: staleHostPort, ipv6: true, filter: func(f Family) string { return f.only(fmt.Sprint("port ", HostPortNum)) }},
+	{name: "hairpin", build: hairpin, ipv6: true, filter: func(f Family) string { return "host " + f.LoadBalancer }},
+	// kube-proxy's nftables mode: native nftables rules.
+	{name: "service-paths-nft", build: servicePathsNft, healthyOnly: true, filter: func(f Family) string { return "host " + f.PathsService }},
+	{name: "hairpin-nft", build: hairpinNft, filter: func(f Family) string { return "host " + f.LoadBalancer }},
+	{name: "conntrack-clash", build: conntrackClash, filter: func(f Family) string { return fmt.Sprintf("host %s and port %d", f.Pod2, PodPort) }},
+	{name: "hairpin-mode", build: hairpinMode, filter: func(Family) string { return "host " + SelfServiceIP }},
+	{name: "lb-source-ranges", build: lbSourceRanges, filter: func(f Family) string { return "host " + f.LoadBalancer }},
+	{name: "lb-local-no-endpoint", build: lbLocalNoEndpoint, filter: func(f Family) string { return "host " + f.LoadBalancer }},
+	{name: "conntrack-invalid", build: conntrackInvalid, filter: func(f Family) string { return "host " + StreamServiceIP + " or host " + f.Pod2 }},
+	{name: "stale-udp-entry", build: staleUDPEntry, filter: func(Family) string { return "host " + DNSServiceIP + " or host " + OldDNSPodIP }},
+	{name: "snat-port-clash", build: snatPortClash, filter: func(Family) string { return fmt.Sprint("port ", DatabasePort) }},
+	{name: "mtu-black-hole", build: mtuBlackHole, filter: func(f Family) string { return "host " + f.Pod2 }},
+	{name: "conntrack-table-full", build: conntrackTableFull, ownKernel: true,
+		filter: func(f Family) string { return fmt.Sprintf("host %s and port %d", f.Pod2, PodPort) }},
+}
 
-// dualFamily scenarios have an IPv6 variant, NAME-v6 (kube-proxy's
-// nftables mode is IPv4 only here).
-var dualFamily = map[string]bool{"snat-missing": true, "syn-overflow": true, "service-paths": true,
-	"stale-hostport": true, "hairpin": true}
+// only narrows a filter to the family's packets where, without it, the
+// other family's would match too (a port).
+func (f Family) only(filter string) string {
+	if f.IPv6 {
+		return "ip6 and " + filter
+	}
+	return filter
+}
+
+// Incident is a scenario in one family, as the tests run it.
+type Incident struct {
+	Name string // NAME, or NAME-v6 for the IPv6 variant
+	// Kind is NAME in both families: what the incident must show is the
+	// same.
+	Kind string
+	// Twins: NAME shows the fault and NAME-healthy its twin; otherwise
+	// NAME alone, healthy.
+	Twins     bool
+	OwnKernel bool
+	Filter    string // what a user would type to watch it
+}
+
+// Incidents lists every scenario in each of its families: the IPv4 ones
+// first, in the order they are declared.
+func Incidents() []Incident {
+	var out []Incident
+	for _, f := range []Family{IPv4, IPv6} {
+		for _, d := range definitions {
+			if f.IPv6 && !d.ipv6 {
+				continue
+			}
+			out = append(out, Incident{Name: d.name + f.Suffix(), Kind: d.name, Twins: !d.healthyOnly, OwnKernel: d.ownKernel, Filter: d.filter(f)})
+		}
+	}
+	return out
+}
 
 // Names lists every scenario and twin.
 func Names() []string {
 	var out []string
-	for n := range builders {
-		bases := []string{n}
-		if dualFamily[n] {
-			bases = append(bases, n+IPv6.Suffix())
+	for _, in := range Incidents() {
+		if in.Twins {
+			out = append(out, in.Name)
 		}
-		for _, b := range bases {
-			if !singleTwin[n] {
-				out = append(out, b)
-			}
-			out = append(out, b+"-healthy")
-		}
+		out = append(out, in.Name+"-healthy")
 	}
 	sort.Strings(out)
 	return out
@@ -185,17 +227,15 @@ func Names() []string {
 func Lookup(name string) (*Scenario, error) {
 	base, healthy := strings.CutSuffix(name, "-healthy")
 	base, v6 := strings.CutSuffix(base, IPv6.Suffix())
-	b, ok := builders[base]
-	if !ok || (singleTwin[base] && !healthy && name != base+familyOf(v6).Suffix()) || (v6 && !dualFamily[base]) {
+	i := slices.IndexFunc(definitions, func(d definition) bool { return d.name == base })
+	if i < 0 || (v6 && !definitions[i].ipv6) || (definitions[i].healthyOnly && !healthy && name != base+familyOf(v6).Suffix()) {
 		return nil, fmt.Errorf("unknown scenario %q; scenarios: %s", name, strings.Join(Names(), ", "))
 	}
-	if singleTwin[base] {
-		healthy = true
-	}
+	d := definitions[i]
 	f := familyOf(v6)
-	sc := b(healthy, f)
-	sc.Name, sc.Healthy, sc.Family = name, healthy, f
-	if healthy && !singleTwin[base] {
+	sc := d.build(healthy || d.healthyOnly, f)
+	sc.Name, sc.Healthy, sc.Family = name, healthy || d.healthyOnly, f
+	if healthy && !d.healthyOnly {
 		sc.Description = "healthy twin (without the fault) of: " + sc.Description
 	}
 	return sc, nil
