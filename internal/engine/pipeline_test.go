@@ -74,7 +74,7 @@ func TestPipelineShowsFlowsAsInPlace(t *testing.T) {
 
 	var got bytes.Buffer
 	p := New(Options{Format: "text", Timelines: output.TimelinesAll, Names: names, Stdout: &got})
-	if p.ended == nil {
+	if p.rendering == nil {
 		t.Fatal("text flows without events are not shown on their own goroutines")
 	}
 	for i := range events {
@@ -348,23 +348,23 @@ func TestFlowsWaitForTheirRuleTraces(t *testing.T) {
 		ended := last + uint64(flow.DefaultConfig.Idle) + 1
 		p.Tick(ended)
 		p.LossesCounted(event.LossWindow{To: ended}, ended)
-		if len(p.unsure) == 0 {
+		if len(p.losses.unsure) == 0 {
 			t.Fatal("flows explained before their rule traces were read")
 		}
-		held, flowEnded := len(p.unsure), p.unsure[len(p.unsure)-1].Ended
+		held, flowEnded := len(p.losses.unsure), p.losses.unsure[len(p.losses.unsure)-1].Ended
 		if catchUp {
 			read = flowEnded
 			p.LossesCounted(event.LossWindow{From: ended, To: ended + 1}, ended+1)
 		} else {
 			stall := flowEnded + ruleset.TraceWindow
 			p.LossesCounted(event.LossWindow{From: ended, To: stall - 1}, stall-1)
-			if len(p.unsure) != held {
-				t.Fatalf("stalled reader: %d of %d flows let go before the trace window was over", held-len(p.unsure), held)
+			if len(p.losses.unsure) != held {
+				t.Fatalf("stalled reader: %d of %d flows let go before the trace window was over", held-len(p.losses.unsure), held)
 			}
 			p.LossesCounted(event.LossWindow{From: stall - 1, To: stall}, stall)
 		}
-		if len(p.unsure) != 0 {
-			t.Errorf("caught up %v: %d flows still waiting", catchUp, len(p.unsure))
+		if len(p.losses.unsure) != 0 {
+			t.Errorf("caught up %v: %d flows still waiting", catchUp, len(p.losses.unsure))
 		}
 		sum := p.Finish(nil, nil, 0)
 		if sum.Findings["snat-missing-on-tunnel"] != 1 {
