@@ -171,13 +171,16 @@ func (c Conntrack) Identifies() bool {
 // Name is a kernel device name: fixed size, so decoding does not allocate.
 type Name [16]byte
 
-func (n Name) String() string {
+func (n Name) String() string { return string(n.AppendTo(nil)) }
+
+// AppendTo appends the name to b.
+func (n *Name) AppendTo(b []byte) []byte {
 	for i, c := range n {
 		if c == 0 {
-			return string(n[:i])
+			return append(b, n[:i]...)
 		}
 	}
-	return string(n[:])
+	return append(b, n[:]...)
 }
 
 // Event is one observation of one packet (or socket) in the kernel.

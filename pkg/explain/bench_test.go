@@ -66,3 +66,44 @@ func benchPipeline(b *testing.B, judge func(*flow.Flow) bool) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// reportFlows are the five incidents' flows and their twins', finished.
+func reportFlows() []*flow.Flow {
+	var flows []*flow.Flow
+	c := flow.New(flow.DefaultConfig)
+	done := func(f *flow.Flow) {
+		if len(f.Packets) > 0 {
+			flows = append(flows, f.Clone())
+		}
+	}
+	for _, healthy := range []bool{false, true} {
+		for _, seq := range [][]event.Event{fixture.SNATMissing(healthy), fixture.SYNOverflow(healthy), fixture.StaleHostPort(healthy), fixture.Hairpin(healthy)} {
+			for i := range seq {
+				c.Add(&seq[i], done)
+			}
+		}
+	}
+	c.Flush(done)
+	return flows
+}
+
+// BenchmarkReport is what every finished flow costs beyond its events: its
+// report, with its packets' directions, labels and ends.
+func BenchmarkReport(b *testing.B) {
+	benchReport(b, Detail{})
+}
+
+// BenchmarkReportSteps is a report for a flow shown whole: every step's
+// words too.
+func BenchmarkReportSteps(b *testing.B) {
+	benchReport(b, Detail{Steps: AllFlows})
+}
+
+func benchReport(b *testing.B, d Detail) {
+	flows := reportFlows()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		NewReport(flows[i%len(flows)], fixture.Context{}, d)
+	}
+}

@@ -1,8 +1,6 @@
 package explain
 
 import (
-	"fmt"
-
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
@@ -167,30 +165,44 @@ func label(t event.Tuple) string {
 	return "ACK"
 }
 
-// end says where a packet's path ended.
+// end says where a packet's path ended. Every finished flow pays for it,
+// shown or not: its words are appended in one buffer.
 func end(n Context, p *flow.Packet) string {
 	last := p.Last()
-	where := n.NetnsName(last.Netns)
-	if d := last.Ifname.String(); d != "" {
-		where += "/" + d
+	netns := n.NetnsName(last.Netns)
+	var buf [192]byte
+	b := buf[:0]
+	where := func(b []byte) []byte {
+		b = append(b, netns...)
+		if last.Ifname[0] != 0 {
+			b = last.Ifname.AppendTo(append(b, '/'))
+		}
+		return b
 	}
-	on := "on " + where
-	if where == "" && last.Point == event.PointDrop {
-		// Freed where no namespace or device holds it (a closing socket's
-		// queue): the place in the kernel says it.
-		on = "at " + n.SymbolName(last.Drop.Location)
+	on := func(b []byte) []byte {
+		if netns == "" && last.Ifname[0] == 0 && last.Point == event.PointDrop {
+			// Freed where no namespace or device holds it (a closing
+			// socket's queue): the place in the kernel says it.
+			return append(append(b, "at "...), n.SymbolName(last.Drop.Location)...)
+		}
+		return where(append(b, "on "...))
 	}
 	switch {
-	case last.Point == event.PointDrop && n.ReasonName(last.Drop.Reason) == "NOT_SPECIFIED":
-		return fmt.Sprintf("freed %s (the kernel gave no drop reason)", on)
 	case last.Point == event.PointDrop:
-		return fmt.Sprintf("dropped (%s) %s", n.ReasonName(last.Drop.Reason), on)
+		reason := n.ReasonName(last.Drop.Reason)
+		if reason == "NOT_SPECIFIED" {
+			b = append(on(append(b, "freed "...)), " (the kernel gave no drop reason)"...)
+		} else {
+			b = on(append(append(append(b, "dropped ("...), reason...), ") "...))
+		}
 	case last.Point == event.PointSYN:
-		return fmt.Sprintf("at the listener in %s: %s", n.NetnsName(last.Netns), last.SYN.Outcome)
+		b = append(append(append(append(b, "at the listener in "...), netns...), ": "...), last.SYN.Outcome.String()...)
 	case last.Point == event.PointNAT && last.Hook == event.HookInput:
-		return "delivered locally in " + n.NetnsName(last.Netns)
+		b = append(append(b, "delivered locally in "...), netns...)
 	case last.Point == event.PointDev && last.Kind == event.KindDevTx:
-		return "sent out of " + where + ", not seen after"
+		b = append(where(append(b, "sent out of "...)), ", not seen after"...)
+	default:
+		b = where(append(b, "last seen on "...))
 	}
-	return "last seen on " + where
+	return string(b)
 }
