@@ -46,7 +46,7 @@ type capture struct {
 	meta      trace.Meta
 	names     output.Names    // for the renderers
 	sources   explain.Sources // for the rules and the recordings
-	rulesets  ruleset.History
+	rules     captureRules
 	rec       *trace.Recorder
 	flight    *engine.FlightRecorder
 	// syn is the user-space part of the syn point; synJudges when it is
@@ -56,18 +56,24 @@ type capture struct {
 	// ct reads the conntrack table for drops conntrack may have decided.
 	ct *ctstat.Reader
 	// mtu reads the MTUs around a packet dropped as too big to forward.
-	mtu    *linkmtu.Reader
-	rules  *rulewatch.Watcher
-	first  []ruleset.Snapshot // the rulesets when watching began
-	tracer *ruletrace.Tracer
-	// ruleTraces are the rule traces read (--rules); traced carries them
-	// to the recording, and unrecorded counts those it had no room for.
-	ruleTraces   ruleset.Traces
-	traced       chan ruleset.Trace
-	unrecorded   atomic.Uint64
-	rulesChanged func(uint32)
-	status       *statusLine
-	closers      []func()
+	mtu     *linkmtu.Reader
+	status  *statusLine
+	closers []func()
+}
+
+// captureRules are the rules a capture's findings name: the namespaces'
+// rulesets as read and followed, and with --rules the kernel's traces.
+type captureRules struct {
+	history ruleset.History
+	watcher *rulewatch.Watcher
+	first   []ruleset.Snapshot // the rulesets when watching began
+	tracer  *ruletrace.Tracer
+	// traces are the rule traces read; toRecord carries them to the
+	// recording, and unrecorded counts those it had no room for.
+	traces     ruleset.Traces
+	toRecord   chan ruleset.Trace
+	unrecorded atomic.Uint64
+	changed    func(netns uint32)
 }
 
 func runCapture(log zerolog.Logger, summarize func(output.Summary), f watchFlags, expr string, explicitNetns bool) error {
@@ -252,9 +258,9 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 		Netns:      namer.Name,
 		Wall:       c.meta.Wall,
 	}
-	c.sources = explain.Sources{Names: c.names, Pods: namer.PodAddresses, Rulesets: c.rulesets.At}
+	c.sources = explain.Sources{Names: c.names, Pods: namer.PodAddresses, Rulesets: c.rules.history.At}
 	if f.rules {
-		c.sources.RuleTraces = c.ruleTraces.Pass
+		c.sources.RuleTraces = c.rules.traces.Pass
 	}
 	return nil
 }
@@ -319,22 +325,22 @@ func (c *capture) startWatchers() {
 	if err != nil {
 		log.Warn().Err(err).Msg("rules not named")
 	} else {
-		c.rules, c.first = rules, first
+		c.rules.watcher, c.rules.first = rules, first
 		c.closers = append(c.closers, func() { rules.Close() })
 	}
 	if !c.f.rules {
 		return
 	}
 	if c.rec != nil {
-		c.traced = make(chan ruleset.Trace, tracedBacklog)
+		c.rules.toRecord = make(chan ruleset.Trace, tracedBacklog)
 	}
 	tracer, err := ruletrace.Start(c.targets, c.prog, func(t ruleset.Trace) {
-		c.ruleTraces.Add(t)
-		if c.traced != nil {
+		c.rules.traces.Add(t)
+		if c.rules.toRecord != nil {
 			select {
-			case c.traced <- t:
+			case c.rules.toRecord <- t:
 			default:
-				c.unrecorded.Add(1)
+				c.rules.unrecorded.Add(1)
 			}
 		}
 	}, func(err error) { log.Warn().Err(err).Msg("rules named from the ruleset only") })
@@ -342,7 +348,7 @@ func (c *capture) startWatchers() {
 		log.Warn().Err(err).Msg("rules named from the ruleset only")
 		return
 	}
-	c.tracer, c.rulesChanged = tracer, tracer.Invalidate
+	c.rules.tracer, c.rules.changed = tracer, tracer.Invalidate
 	c.closers = append(c.closers, func() { tracer.Close() })
 }
 
@@ -356,15 +362,15 @@ func (c *capture) pipeline() *engine.Pipeline {
 	}
 	o := engine.Options{Format: f.format, Timelines: f.timelines, Events: f.events, Limit: f.count, FlowIdle: f.flowIdle,
 		MaxFlows: f.maxFlows, MaxPackets: f.maxPkts, Names: c.names, Sources: c.sources, Recorder: c.rec, Flight: c.flight, Stdout: out, Colour: colour,
-		Rulesets: &c.rulesets, RuleTraces: c.traced, RulesChanged: c.rulesChanged, Losses: &flow.Losses{}, Summarize: c.summarize}
-	if c.rules != nil {
-		o.RuleChanges = c.rules.Changes()
+		Rulesets: &c.rules.history, RuleTraces: c.rules.toRecord, RulesChanged: c.rules.changed, Losses: &flow.Losses{}, Summarize: c.summarize}
+	if c.rules.watcher != nil {
+		o.RuleChanges = c.rules.watcher.Changes()
 	}
-	if c.tracer != nil {
-		o.RuleTracesRead = c.tracer.ReadThrough
+	if c.rules.tracer != nil {
+		o.RuleTracesRead = c.rules.tracer.ReadThrough
 	}
 	p := engine.New(o)
-	for _, s := range c.first {
+	for _, s := range c.rules.first {
 		p.AddRuleset(s)
 	}
 	return p
@@ -418,11 +424,11 @@ func (c *capture) rescan() {
 			c.ct.AddNamespace(t)
 			c.mtu.AddNamespace(t)
 		}
-		if c.rules != nil {
-			c.rules.Add(t)
+		if c.rules.watcher != nil {
+			c.rules.watcher.Add(t)
 		}
-		if c.tracer != nil {
-			c.tracer.Add(t)
+		if c.rules.tracer != nil {
+			c.rules.tracer.Add(t)
 		}
 	}
 }
@@ -444,13 +450,13 @@ func (c *capture) finish(p *engine.Pipeline, d time.Duration) {
 				Msg("the kernel skipped this program where it was already running on the CPU (an interrupt re-entered it): what those runs would have reported is missing")
 		}
 	}
-	if c.tracer != nil {
+	if c.rules.tracer != nil {
 		// Every step delivered is then both known and queued for the
 		// recording, which Finish drains before it explains the last
 		// flows: a step delivered later would name a rule live that the
 		// recording, and so replay, would not.
-		c.tracer.Sync()
-		c.tracer.Close()
+		c.rules.tracer.Sync()
+		c.rules.tracer.Close()
 	}
 	switch {
 	case c.tr.GateOn():
@@ -463,8 +469,8 @@ func (c *capture) finish(p *engine.Pipeline, d time.Duration) {
 		p.GateCounted(event.GateCounts{Refused: c.tr.GateRefused().Error()})
 	}
 	p.Finish(lost, shed, d)
-	if c.tracer != nil && (c.tracer.Lost() > 0 || c.unrecorded.Load() > 0) {
-		log.Warn().Uint64("lost_by_the_kernel", c.tracer.Lost()).Uint64("not_recorded", c.unrecorded.Load()).
+	if c.rules.tracer != nil && (c.rules.tracer.Lost() > 0 || c.rules.unrecorded.Load() > 0) {
+		log.Warn().Uint64("lost_by_the_kernel", c.rules.tracer.Lost()).Uint64("not_recorded", c.rules.unrecorded.Load()).
 			Msg("some rule traces were not kept: those packets' rules are named from the ruleset")
 	}
 	if c.rec != nil {
