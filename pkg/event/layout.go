@@ -8,8 +8,8 @@ import "net/netip"
 // bpf/include/nettrace.h through the object's BTF (layout_gen.go); the
 // header (time to device name) is the same in both.
 type layout struct {
-	form                                     int // formNarrow or formWide: which of a section's offsets apply
-	size, tuple, inner, ct, payload, skbSeen int
+	form                               int // formNarrow or formWide: which of a section's offsets apply
+	tuple, inner, ct, payload, skbSeen int
 	// The tuple's and the conntrack entry's, held here because an event
 	// reads up to five tuples: indexing the tables for each made
 	// BenchmarkDecode 28% slower (43 -> 55 ns).
@@ -32,7 +32,7 @@ var narrow, wide = layoutOf(formNarrow), layoutOf(formWide)
 
 func layoutOf(form int) layout {
 	e := eventAt[form]
-	return layout{form: form, size: e.size, tuple: e.tuple, inner: e.inner, ct: e.ct, payload: e.u, skbSeen: e.skbSeen,
+	return layout{form: form, tuple: e.tuple, inner: e.inner, ct: e.ct, payload: e.u, skbSeen: e.skbSeen,
 		tupleAt: tupleAt[form], conntrackAt: conntrackAt[form]}
 }
 
@@ -59,7 +59,8 @@ func (l *layout) tupleOf(b []byte, t *Tuple) bool {
 }
 
 // decode fills e from a record of this layout, its packet bytes following
-// at packetAt; b holds at least l.size bytes.
+// at packetAt; b holds at least the form's record size (RecordSize or
+// WideRecordSize).
 func (l *layout) decode(b []byte, e *Event, packetAt int) {
 	*e = Event{
 		Time:    le.Uint64(b[offTs:]),
