@@ -464,8 +464,10 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 /* Holds a record built in value at g->key. Its connection may have changed
  * on another CPU since nt_gate took its order: shipping, it ships the
  * record unless the releaser did (nt_gate_release says how the two agree);
- * ended, or the tuple's next connection begun, it dropped what it held and
- * counted this record with it. */
+ * ended, it dropped what it held and counted this record with it. Gone
+ * (evicted, or the tuple's next connection begun), it may have been
+ * shipping: the record is dropped and counted missing, so that no finding
+ * rests on what it lacks. */
 static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate_scratch *g, struct nt_held *value)
 {
 	__u32 bit = 1u << g->key.seq; /* nt_gate holds orders below NT_HELD_PER_CONN only */
@@ -479,14 +481,17 @@ static __noinline void nt_gate_hold(const struct nt_conn_view *v, struct nt_gate
 	c = nt_conn_lookup((v->keys & NT_VIEW_CT) ? &v->ct : &v->pkt, &g->root);
 	if (!c || c->gid != g->key.gid) {
 		bpf_map_delete_elem(&held, &g->key);
+		nt_gate_count(NT_GATE_MISSING, 1);
 		return;
 	}
 	/* Fetched, so a full barrier on every architecture (nt_gate_release).
 	 * Set already: the tuple's next connection began since the gid was
-	 * read and took this order; this record was counted with the ones
-	 * dropped then, and the LRU takes it. */
-	if (__sync_fetch_and_or(&c->stored, bit) & bit)
+	 * read and took this order, and holds its own record there; this one
+	 * is counted missing and left to the LRU. */
+	if (__sync_fetch_and_or(&c->stored, bit) & bit) {
+		nt_gate_count(NT_GATE_MISSING, 1);
 		return;
+	}
 	switch (*(volatile __u32 *)&c->state) {
 	case NT_CONN_HOLDING:
 		return;
