@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"slices"
+
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 )
@@ -67,7 +69,11 @@ func newPacket(f *flow.Flow, i int, n Context, steps bool) Packet {
 // flow (nil when unknown) names the hook of the request's translation a
 // reply's undoes.
 func StepWords(n Context, f *flow.Flow, e *event.Event) string {
-	return event.ViewOf(e.Point).Step(lookup(n), f, e)
+	return stepWords(lookup(n), f, e)
+}
+
+func stepWords(l event.Lookup, f *flow.Flow, e *event.Event) string {
+	return event.ViewOf(e.Point).Step(l, f, e)
 }
 
 // lookup is what the points' views need of the context.
@@ -80,18 +86,19 @@ func packetSteps(n Context, f *flow.Flow, p *flow.Packet, ordinary string) []Ste
 	steps := make([]Step, len(p.Events))
 	var dnatIn []uint32 // namespaces where this packet was DNATed
 	notable := false
+	l := lookup(n)
 	for k := range p.Events {
 		e := &p.Events[k]
 		s := &steps[k]
-		s.What = StepWords(n, f, e)
+		s.What = stepWords(l, f, e)
 		if e.Translation()&event.TranslationDNAT != 0 {
 			dnatIn = append(dnatIn, e.Netns)
 		}
-		s.Timeline, s.Shown = timelineStep(e, s.What, k == len(p.Events)-1, contains(dnatIn, e.Netns))
+		s.Timeline, s.Shown = timelineStep(e, s.What, k == len(p.Events)-1, slices.Contains(dnatIn, e.Netns))
 		notable = notable || s.Shown
 	}
-	for k := range steps {
-		if !notable {
+	if !notable {
+		for k := range steps {
 			steps[k].Timeline, steps[k].Shown = steps[k].What, true
 		}
 	}
@@ -99,15 +106,6 @@ func packetSteps(n Context, f *flow.Flow, p *flow.Packet, ordinary string) []Ste
 		last.Timeline, last.Shown = "not a loss: "+ordinary, true
 	}
 	return steps
-}
-
-func contains(netns []uint32, ino uint32) bool {
-	for _, n := range netns {
-		if n == ino {
-			return true
-		}
-	}
-	return false
 }
 
 // timelineStep decides whether a timeline shows a step, and how.
