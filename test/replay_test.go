@@ -124,7 +124,7 @@ func explanationsByID(xs []output.JSONExplanation) []output.JSONExplanation {
 func TestExportOpensInTshark(t *testing.T) {
 	pcapng := exportScenario(t, "snat-missing", "host "+lab.SNATServiceIP)
 	out, err := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment == "drop_reason: IP_RPFILTER"`,
-		"-T", "fields", "-e", "frame.interface_name", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "frame.comment").Output()
+		"-T", "fields", "-e", "frame.interface_name", "-e", "ip.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "frame.comment", "-e", "frame.packet_id").Output()
 	if err != nil {
 		t.Fatalf("tshark: %v", err)
 	}
@@ -133,10 +133,11 @@ func TestExportOpensInTshark(t *testing.T) {
 		t.Fatalf("tshark found no packet commented with the rp_filter drop")
 	}
 	f := strings.Split(lines[0], "\t")
-	if len(f) < 5 || f[0] != lab.NsNode1+"/eth0" || f[1] != lab.Pod2IP || f[2] != "8080" || f[3] != lab.Node1IP ||
+	if len(f) < 6 || f[0] != lab.NsNode1+"/eth0" || f[1] != lab.Pod2IP || f[2] != "8080" || f[3] != lab.Node1IP ||
 		!strings.Contains(f[4], "point: drop") || !strings.Contains(f[4], "netns: "+lab.NsNode1) {
 		t.Fatalf("tshark fields %q, want the SYN-ACK %s:8080 -> %s dropped on %s/eth0 with its comments", f, lab.Pod2IP, lab.Node1IP, lab.NsNode1)
 	}
+	requireOnePacket(t, pcapng, f[5])
 	nat, err := exec.Command("tshark", "-r", pcapng, "-Y", `frame.comment == "nat_after: tcp 172.20.0.1:0 -> 0.0.0.0:0"`).Output()
 	if err != nil || len(bytes.TrimSpace(nat)) != 0 {
 		t.Errorf("a comment filter matching nothing matched: %s %v", nat, err)
@@ -153,6 +154,27 @@ func TestExportOpensInTshark(t *testing.T) {
 // ingress pod and masqueraded) show the packet as translated, with valid
 // IP checksums: the kernel sends the journey's bytes once, as its first
 // step saw them, and nettrace translates them for the later steps.
+// requireOnePacket requires that the states exported with a packet id are
+// more than one, and all of one SYN-ACK: the correlator's packet, which no
+// other packet at its recycled skb address shares.
+func requireOnePacket(t *testing.T, pcapng, id string) {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", pcapng, "-Y", "frame.packet_id == "+id,
+		"-T", "fields", "-e", "tcp.srcport", "-e", "tcp.flags", "-e", "tcp.seq_raw").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	states := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(states) < 2 {
+		t.Fatalf("packet id %q exported on %d state(s) (%q), want the SYN-ACK's every state", id, len(states), out)
+	}
+	for _, s := range states {
+		if s != states[0] || !strings.HasPrefix(s, "8080\t0x0012\t") {
+			t.Fatalf("packet id %q exported on states %q, want one SYN-ACK's", id, states)
+		}
+	}
+}
+
 func TestExportTranslatedSteps(t *testing.T) {
 	pcapng := exportScenario(t, "hairpin-healthy", "tcp port 443")
 	dnat, err := exec.Command("tshark", "-r", pcapng, "-Y",

@@ -17,7 +17,8 @@ func newExportCommand(g *globalFlags) *cobra.Command {
 		Short: "Export the packets of recordings to pcapng, for Wireshark and tshark",
 		Long: `export writes every packet state of the recordings to a pcapng file: one
 interface per namespace and device ("ntlab-n1/eth0"), the direction on
-device events, a packet id shared by every state of one packet, and
+device events, a packet id shared by every state of one packet (the packet
+as replay's flows hold it; Wireshark filter frame.packet_id == 7), and
 comments with nettrace's metadata as "key: value" (point, hook, netns,
 tuple, nat_before, nat_after, translation, netfilter_rule,
 netfilter_rule_not_reached, ct, ct_status, drop_reason, drop_location, vni,
@@ -63,14 +64,14 @@ explanations, then for the packets. In Wireshark: frame.comment ==
 // exportPcapng writes the recordings' packets to out, whole or not at all,
 // and returns how many it wrote and the stream that read them last, which
 // says whether they were whole. The recordings are read twice (flows and
-// their explanations first, for the rules of each NAT step, then the
-// packets); out is created once the first reading has ended.
+// their explanations first, for each packet's id and the rules of each NAT
+// step, then the packets); out is created once the first reading has ended.
 func exportPcapng(files []string, out string) (int, *trace.Stream, error) {
 	s, _, closeAll, err := engine.OpenRecordings(files)
 	if err != nil {
 		return 0, nil, err
 	}
-	rules, err := engine.NATStepRules(s, engine.StreamSources(s))
+	notes, err := engine.StepNotes(s, engine.StreamSources(s))
 	closeAll()
 	if err != nil {
 		return 0, nil, err
@@ -84,7 +85,7 @@ func exportPcapng(files []string, out string) (int, *trace.Stream, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	n, err := output.ExportPcapng(s, engine.StreamNames(s), rules, f)
+	n, err := output.ExportPcapng(s, engine.StreamNames(s), notes, f)
 	if err != nil {
 		f.abort()
 		return 0, nil, err

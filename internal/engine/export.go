@@ -13,11 +13,12 @@ import (
 // ending idle flows: a recording has no clock but its own.
 const exportExpireEvery = 4096
 
-// NATStepRules correlates a recording into flows, explains each as replay
-// explains them, and returns the netfilter rules each report names for
-// its NAT steps: what the pcapng export comments them with.
-func NATStepRules(s output.EventSource, sources explain.Sources) (output.NATRules, error) {
-	rules := output.NATRules{}
+// StepNotes correlates a recording into flows, explains each as replay
+// explains them, and returns what each report says of its packets' steps:
+// the packet's id, and the netfilter rules of a NAT step. The pcapng export
+// gives them to Wireshark.
+func StepNotes(s output.EventSource, sources explain.Sources) (output.StepNotes, error) {
+	notes := output.StepNotes{}
 	c := flow.New(flow.DefaultConfig)
 	sources.SNATs = c.SNATs()
 	done := func(f *flow.Flow) {
@@ -26,10 +27,9 @@ func NATStepRules(s output.EventSource, sources explain.Sources) (output.NATRule
 		}
 		r := explain.NewReport(f, sources, explain.Detail{NATRules: explain.AllFlows})
 		for i, p := range f.Packets {
-			for k, s := range r.Packets[i].Steps {
-				if len(s.NATRules) > 0 {
-					rules[output.StepOf(&p.Events[k])] = s.NATRules
-				}
+			rp := &r.Packets[i]
+			for k := range p.Events {
+				notes[output.StepOf(&p.Events[k])] = output.StepNote{Packet: rp.ID, NATRules: rp.Steps[k].NATRules}
 			}
 		}
 	}
@@ -48,5 +48,5 @@ func NATStepRules(s output.EventSource, sources explain.Sources) (output.NATRule
 		}
 	}
 	c.Flush(done)
-	return rules, nil
+	return notes, nil
 }

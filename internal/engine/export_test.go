@@ -48,13 +48,13 @@ func TestExportPcapngComments(t *testing.T) {
 		}
 		return nil
 	}}
-	again := slices.Clone(evs)
-	rules, err := NATStepRules(&again, sources)
+	again, order := slices.Clone(evs), slices.Clone(evs)
+	notes, err := StepNotes(&again, sources)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	n, err := output.ExportPcapng(&evs, names, rules, &out)
+	n, err := output.ExportPcapng(&evs, names, notes, &out)
 	if err != nil || n != want {
 		t.Fatalf("exported %d packets (%v), want %d", n, err, want)
 	}
@@ -63,7 +63,8 @@ func TestExportPcapngComments(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := map[string]int{}
-	for {
+	ids := map[uint64]map[uint64]bool{} // skb -> the packet ids its events had
+	for i := 0; ; i++ {
 		_, ci, opts, err := r.ReadPacketDataWithOptions()
 		if err == io.EOF {
 			break
@@ -71,6 +72,13 @@ func TestExportPcapngComments(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if opts.PacketID == nil {
+			t.Fatalf("packet %d has no packet id", i)
+		}
+		if ids[order[i].Skb] == nil {
+			ids[order[i].Skb] = map[uint64]bool{}
+		}
+		ids[order[i].Skb][*opts.PacketID] = true
 		if ci.Length != 60 || !strings.HasPrefix(opts.Comments[0], "point: ") {
 			t.Errorf("packet of length %d commented %q", ci.Length, opts.Comments)
 		}
@@ -81,6 +89,17 @@ func TestExportPcapngComments(t *testing.T) {
 			if iface, _ := r.Interface(ci.InterfaceIndex); iface.Name != "n1/eth0" {
 				t.Errorf("the drop on interface %q, want n1/eth0", iface.Name)
 			}
+		}
+	}
+	// The fixture's packets are each at an skb of their own, which no
+	// other packet recycles: one id each, and no two alike.
+	taken := map[uint64]bool{}
+	for skb, got := range ids {
+		for id := range got {
+			if len(got) != 1 || taken[id] {
+				t.Errorf("skb %#x exported with packet ids %v (all: %v), want one of its own", skb, got, ids)
+			}
+			taken[id] = true
 		}
 	}
 	for _, c := range []string{"drop_reason: IP_RPFILTER", "vni: 1", "translation: dnat", "point: drop", "nat_before: tcp 172.20.0.1:40000 -> 10.96.0.10:80",

@@ -24,8 +24,7 @@ type exporter struct {
 	w      *pcapgo.NgWriter
 	names  Names
 	ifaces map[string]int
-	epochs map[uint64]uint64
-	rules  NATRules
+	notes  StepNotes
 }
 
 // EventSource gives events in order, io.EOF after the last.
@@ -47,20 +46,29 @@ func StepOf(e *event.Event) StepKey {
 	return StepKey{e.Time, e.Skb, e.SkbSeen, e.Netns, e.Point, e.Kind, e.Hook}
 }
 
-// NATRules are the netfilter rules the reports of a recording's flows name
-// for their NAT steps, by step.
-type NATRules map[StepKey][]explain.NetfilterRule
+// StepNotes are what the reports of a recording's flows say of each step
+// of their packets, by step.
+type StepNotes map[StepKey]StepNote
+
+// StepNote is what a report says of one step of a packet.
+type StepNote struct {
+	// Packet is the packet's id (explain.Packet.ID).
+	Packet uint64
+	// NATRules are the netfilter rules that decided a NAT step.
+	NATRules []explain.NetfilterRule
+}
 
 // ExportPcapng writes the packets of a recording (events that carry packet
-// bytes) to out, in its order, with the rules its reports named for each
-// NAT step, and returns how many it wrote.
-func ExportPcapng(s EventSource, names Names, rules NATRules, out io.Writer) (int, error) {
+// bytes) to out, in its order, each with the id and NAT rules its flow's
+// report gave its step, and returns how many it wrote. A packet no flow
+// kept (past a flow's packet cap) has no id.
+func ExportPcapng(s EventSource, names Names, notes StepNotes, out io.Writer) (int, error) {
 	w, err := pcapgo.NewNgWriterInterface(out, pcapgo.NgInterface{Name: "nettrace", LinkType: layers.LinkTypeRaw, SnapLength: 65535},
 		pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{Application: "nettrace", Comment: "exported by nettrace from a recording"}})
 	if err != nil {
 		return 0, fmt.Errorf("write pcapng: %w", err)
 	}
-	x := &exporter{w: w, names: names, ifaces: map[string]int{}, epochs: map[uint64]uint64{}, rules: rules}
+	x := &exporter{w: w, names: names, ifaces: map[string]int{}, notes: notes}
 	n := 0
 	var e event.Event
 	for {
@@ -132,13 +140,11 @@ func (x *exporter) packet(e *event.Event) error {
 		return err
 	}
 	length := max(len(e.Packet), ipLength(e.Packet))
-	// One packet, one id, across its states; a freed skb's address starts
-	// a new packet.
-	pid := e.Skb ^ x.epochs[e.Skb]<<56
-	if e.Point == event.PointDrop {
-		x.epochs[e.Skb]++
+	note, ok := x.notes[StepOf(e)]
+	opts := pcapgo.NgPacketOptions{Comments: x.comments(e, note.NATRules)}
+	if ok {
+		opts.PacketID = &note.Packet
 	}
-	opts := pcapgo.NgPacketOptions{PacketID: &pid, Comments: x.comments(e)}
 	switch e.Kind.Direction() {
 	case event.DirectionInbound:
 		opts.Flags = &pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionInbound}
@@ -164,7 +170,7 @@ func ipLength(b []byte) int {
 	return 0
 }
 
-func (x *exporter) comments(e *event.Event) []string {
+func (x *exporter) comments(e *event.Event, rules []explain.NetfilterRule) []string {
 	c := []string{"point: " + e.Point.String(), "kind: " + e.Kind.String(), "netns: " + x.names.netns(e.Netns)}
 	if e.Hook != event.HookNone {
 		c = append(c, "hook: "+e.Hook.String())
@@ -177,5 +183,5 @@ func (x *exporter) comments(e *event.Event) []string {
 		c = append(c, fmt.Sprintf("ct: %#x", e.CT.ID), "ct_status: "+strings.Join(e.CT.Status.Names(), ","))
 	}
 	c = event.ViewOf(e.Point).PCAPNG(x.names.lookup(), e, c)
-	return append(c, ruleComments(x.rules[StepOf(e)])...)
+	return append(c, ruleComments(rules)...)
 }

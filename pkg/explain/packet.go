@@ -11,6 +11,8 @@ import (
 // so that none of them interprets events: where it went, what it was, where
 // it ended, and what each of its steps did.
 type Packet struct {
+	// ID is the correlator's identity of the packet (flow.Packet.ID).
+	ID uint64
 	// Direction is "request" or "reply" in its flow; a group or broadcast
 	// datagram, which has no reply, is "multicast" or "broadcast".
 	Direction string
@@ -54,7 +56,7 @@ type Step struct {
 func newPacket(f *flow.Flow, i int, n Context, steps bool) Packet {
 	p := f.Packets[i]
 	t := p.Head().Entered()
-	r := Packet{Direction: direction(f, t, p), Label: label(t), Tuple: t, End: end(n, p), Ordinary: Ordinary(f, i, n)}
+	r := Packet{ID: p.ID(), Direction: direction(f, t, p), Label: label(t), Tuple: t, End: end(n, p), Ordinary: Ordinary(f, i, n)}
 	r.TimelineEnd = r.End
 	if r.Ordinary != "" {
 		r.TimelineEnd = "consumed in " + n.NetnsName(p.Last().Netns) + " (ordinary)"

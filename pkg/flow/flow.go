@@ -29,6 +29,12 @@ type Packet struct {
 	epoch uint32            // which use of the skb identity this packet is
 }
 
+// ID numbers the packet among those its correlator saw: every event of
+// the packet shares it, and no other packet has it, though the kernel
+// recycles skb addresses. It is what the pcapng export gives Wireshark as
+// the packet's id.
+func (p *Packet) ID() uint64 { return uint64(p.epoch) }
+
 // add keeps an event of the packet, growing its room from rooms.
 func (p *Packet) add(e *event.Event, rooms *rooms) {
 	if cap(p.recs)-len(p.recs) < eventRoom {
