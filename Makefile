@@ -35,7 +35,7 @@ all: build
 deps:
 	@scripts/deps.sh
 
-$(BPF_GEN): $(BPF_SRC) internal/probe/gen.go
+$(BPF_GEN): $(BPF_SRC) internal/probe/gen.go internal/probe/internal/bpfgen/main.go
 	cd internal/probe && go generate ./...
 
 generate: deps $(BPF_GEN)

@@ -49,7 +49,7 @@ type methodDef struct {
 type pointDef struct {
 	name string
 	load func() (*ebpf.CollectionSpec, error)
-	// loadGate loads the object built with the kernel gate (gen.go).
+	// loadGate loads the object built with the kernel gate (gen.go, bpfgen).
 	loadGate func() (*ebpf.CollectionSpec, error)
 	methods  []methodDef
 }
