@@ -18,7 +18,7 @@ const exportExpireEvery = 4096
 // the packet's id, and the netfilter rules of a NAT step. The pcapng export
 // gives them to Wireshark.
 func StepNotes(s output.EventSource, sources explain.Sources) (output.StepNotes, error) {
-	notes := output.StepNotes{}
+	notes := output.StepNotes{Packets: map[output.StepKey]uint64{}, NATRules: map[output.StepKey][]explain.NetfilterRule{}}
 	c := flow.New(flow.DefaultConfig)
 	sources.SNATs = c.SNATs()
 	done := func(f *flow.Flow) {
@@ -29,7 +29,11 @@ func StepNotes(s output.EventSource, sources explain.Sources) (output.StepNotes,
 		for i, p := range f.Packets {
 			rp := &r.Packets[i]
 			for k := range p.Events {
-				notes[output.StepOf(&p.Events[k])] = output.StepNote{Packet: rp.ID, NATRules: rp.Steps[k].NATRules}
+				step := output.StepOf(&p.Events[k])
+				notes.Packets[step] = rp.ID
+				if rules := rp.Steps[k].NATRules; len(rules) > 0 {
+					notes.NATRules[step] = rules
+				}
 			}
 		}
 	}
@@ -40,7 +44,7 @@ func StepNotes(s output.EventSource, sources explain.Sources) (output.StepNotes,
 			break
 		}
 		if err != nil {
-			return nil, err
+			return output.StepNotes{}, err
 		}
 		c.Add(&e, done)
 		if n%exportExpireEvery == 0 {

@@ -32,30 +32,26 @@ type EventSource interface {
 	Next(e *event.Event) error
 }
 
-// StepKey names one event of a recording across its readings.
+// StepKey names one event of a recording across its readings. It is 32
+// bytes, the namespace, point, kind and hook in one word: the export keeps
+// one per packet step of a recording.
 type StepKey struct {
 	time, skb, skbSeen uint64
-	netns              uint32
-	point              event.Point
-	kind               event.Kind
-	hook               event.Hook
+	where              uint64
 }
 
 // StepOf is the key of an event.
 func StepOf(e *event.Event) StepKey {
-	return StepKey{e.Time, e.Skb, e.SkbSeen, e.Netns, e.Point, e.Kind, e.Hook}
+	return StepKey{e.Time, e.Skb, e.SkbSeen, uint64(e.Netns)<<32 | uint64(e.Point)<<16 | uint64(e.Kind)<<8 | uint64(e.Hook)}
 }
 
-// StepNotes are what the reports of a recording's flows say of each step
-// of their packets, by step.
-type StepNotes map[StepKey]StepNote
-
-// StepNote is what a report says of one step of a packet.
-type StepNote struct {
-	// Packet is the packet's id (explain.Packet.ID).
-	Packet uint64
+// StepNotes are what the reports of a recording's flows say of their
+// packets' steps.
+type StepNotes struct {
+	// Packets are the id of each step's packet (explain.Packet.ID).
+	Packets map[StepKey]uint64
 	// NATRules are the netfilter rules that decided a NAT step.
-	NATRules []explain.NetfilterRule
+	NATRules map[StepKey][]explain.NetfilterRule
 }
 
 // ExportPcapng writes the packets of a recording (events that carry packet
@@ -140,10 +136,10 @@ func (x *exporter) packet(e *event.Event) error {
 		return err
 	}
 	length := max(len(e.Packet), ipLength(e.Packet))
-	note, ok := x.notes[StepOf(e)]
-	opts := pcapgo.NgPacketOptions{Comments: x.comments(e, note.NATRules)}
-	if ok {
-		opts.PacketID = &note.Packet
+	step := StepOf(e)
+	opts := pcapgo.NgPacketOptions{Comments: x.comments(e, x.notes.NATRules[step])}
+	if id, ok := x.notes.Packets[step]; ok {
+		opts.PacketID = &id
 	}
 	switch e.Kind.Direction() {
 	case event.DirectionInbound:
