@@ -312,6 +312,18 @@ static __always_inline void nt_journey_count(struct nt_journey *j, __u32 shed_ke
 			nt_count_undelivered_n(p + shed_key, j->events[p]);
 }
 
+/* How many of a journey's events are healthy detail (nt_detail). */
+static __always_inline __u32 nt_journey_detail(const struct nt_journey *j)
+{
+	__u32 n = 0;
+
+#pragma unroll
+	for (__u32 p = 0; p < NT_POINT_MAX; p++)
+		if (nt_detail(p))
+			n += j->events[p];
+	return n;
+}
+
 /* Whether the gate keeps a journey of len bytes from the ring buffer: held
  * while its connection looks healthy, or dropped once it ended normally.
  * Held from the journey itself (held_len, head and tail are a struct
@@ -373,8 +385,7 @@ static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 		return;
 	level = nt_ring_level();
 	if ((level == NT_RING_FAILURES_ONLY && (!failed || j->head.skb != failed)) ||
-	    (level == NT_RING_DETAIL_SHED &&
-	     j->events[NT_POINT_DEV] + j->events[NT_POINT_ROUTE] == j->hops + 1)) {
+	    (level == NT_RING_DETAIL_SHED && nt_journey_detail(j) == j->hops + 1)) {
 		nt_journey_count(j, NT_POINT_MAX);
 		return;
 	}
