@@ -324,6 +324,7 @@ type trace struct {
 	explanations []output.JSONExplanation
 	summary      map[string]any
 	attached     map[string]attachment // how each point attached (watch)
+	warnings     []string              // watch's warnings (logWarnings)
 }
 
 // stop interrupts watch and returns what it printed.
@@ -338,7 +339,7 @@ func (w *watch) stop(t *testing.T) trace {
 		t.Fatalf("no summary object; stderr:\n%s", w.stderr.String())
 	}
 	requireBestMethods(t, w.stderr.Bytes(), w.forced)
-	logWarnings(t, w.stderr.Bytes())
+	tr.warnings = logWarnings(t, w.stderr.Bytes())
 	tr.attached = attachedPoints(w.stderr.Bytes())
 	return tr
 }
@@ -398,15 +399,19 @@ func objectType(line []byte) (string, error) {
 }
 
 // logWarnings logs watch's warnings (events lost or missed, rules not
-// traced), so that a test failing for want of an event says why.
-func logWarnings(t *testing.T, log []byte) {
+// traced), so that a test failing for want of an event says why, and
+// returns them.
+func logWarnings(t *testing.T, log []byte) []string {
 	t.Helper()
+	var warnings []string
 	for _, line := range bytes.Split(log, []byte("\n")) {
 		var l struct{ Level string }
 		if json.Unmarshal(line, &l) == nil && l.Level == "warn" {
 			t.Logf("nettrace: %s", line)
+			warnings = append(warnings, string(line))
 		}
 	}
+	return warnings
 }
 
 // requireBestMethods checks, from watch's debug log, that no point fell

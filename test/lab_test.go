@@ -39,6 +39,9 @@ type labRun struct {
 	insertFailed map[string]uint64
 	// nat is how the nat point attached.
 	nat attachment
+	// warnings are watch's (logWarnings): records lost, programs the
+	// kernel skipped.
+	warnings []string
 }
 
 // runOptions say how a scenario is run and watched.
@@ -137,7 +140,7 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 			t.Fatal(err)
 		}
 	}
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, sc.HostVeths, insertFailed, tr.attached["nat"]}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, sc.HostVeths, insertFailed, tr.attached["nat"], tr.warnings}
 }
 
 func (r labRun) results() map[lab.Result]int {
@@ -152,7 +155,7 @@ func (r labRun) require(t *testing.T, what string, pred func(e output.JSONEvent)
 	t.Helper()
 	got := find(r.events, pred)
 	if len(got) == 0 {
-		t.Fatalf("nettrace did not show %s; events:\n%s", what, dump(r.events))
+		t.Fatalf("events (the background's left out):\n%snettrace did not show %s; %s", dump(r.foreground()), what, r.context())
 	}
 	return got[0]
 }
@@ -177,7 +180,7 @@ func (r labRun) explained(t *testing.T, rule string, facts ...string) []output.J
 		got = append(got, x)
 	}
 	if len(got) == 0 {
-		t.Fatalf("no %s finding; flows:\n%s", rule, dump(r.flows))
+		t.Fatalf("flows (the background's left out):\n%sno %s finding; %s", dump(r.foregroundFlows()), rule, r.context())
 	}
 	for _, f := range facts {
 		if !strings.Contains(got[0].Summary, f) {
@@ -196,6 +199,37 @@ func (r labRun) healthy(t *testing.T) {
 	if len(r.flows) == 0 {
 		t.Errorf("no flow reported")
 	}
+}
+
+// foreground is the run's events but the background traffic's (the
+// noise pod's, also inside the tunnel), which would bury a failure's own
+// in a busy run.
+func (r labRun) foreground() []output.JSONEvent {
+	return slices.DeleteFunc(slices.Clone(r.events), func(e output.JSONEvent) bool {
+		return background(e.Tuple) || background(e.Inner)
+	})
+}
+
+// foregroundFlows is the run's flows but the background traffic's.
+func (r labRun) foregroundFlows() []output.JSONFlow {
+	return slices.DeleteFunc(slices.Clone(r.flows), func(f output.JSONFlow) bool { return background(f.Tuple) })
+}
+
+// context says, for a failure message's last line, what the clients saw
+// and what the run lost, shed, skipped or held in the kernel: where
+// output is cut to its ends, the cause stays in view.
+func (r labRun) context() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "clients: %v", r.outcomes)
+	for _, k := range []string{"lost", "shed", "flows_incomplete", "gate"} {
+		if v, ok := r.summary[k]; ok {
+			fmt.Fprintf(&b, "; %s: %v", k, v)
+		}
+	}
+	for _, w := range r.warnings {
+		fmt.Fprintf(&b, "; warning: %s", w)
+	}
+	return b.String()
 }
 
 // flowOf renders the flow an explanation is about, for failure messages.
