@@ -48,6 +48,13 @@ type Client struct {
 	Alongside bool
 	// Keep holds each connection open until all clients are done.
 	Keep bool
+	// ServedByEach, for a sequential TCP client, names servers each of
+	// which must have answered: after its Count connections the client
+	// goes on connecting, up to maxServedByEach more, until each has. A
+	// Service's endpoint is chosen at random (kube-proxy's rules): a
+	// check that needs every endpoint's path waits for it, never on
+	// chance.
+	ServedByEach []string
 	// UDP makes the client send Count datagrams from one socket, each
 	// awaiting its answer for Timeout, as a resolver does (exchange).
 	UDP bool
@@ -316,7 +323,8 @@ func servicePaths(_ bool, f Family) *Scenario {
 		Pods:        basePods,
 		Servers:     []Server{{Pod: "p1", Port: PodPort, Accept: true}, {Pod: "p2", Port: PodPort, Accept: true}},
 		Rules:       map[string]string{NsNode1: t.String(), NsNode2: nodeRules(f, 1)},
-		Clients:     []Client{{Namespace: NsNode1, Target: f.HostPort(f.PathsService, 80), Count: 16, Timeout: 3 * time.Second}},
+		Clients: []Client{{Namespace: NsNode1, Target: f.HostPort(f.PathsService, 80), Count: 16, Timeout: 3 * time.Second,
+			ServedByEach: []string{"p1", "p2"}}},
 	}
 }
 

@@ -115,7 +115,28 @@ func attempts(c Client, kept *keeper) ([]Outcome, error) {
 		}
 	}
 	wg.Wait()
+	for extra := 0; extra < maxServedByEach && !servedByEach(res, c.ServedByEach); extra++ {
+		o, err := connect(c, kept)
+		firstErr = errors.Join(firstErr, err)
+		res = append(res, o)
+	}
 	return res, firstErr
+}
+
+// maxServedByEach bounds the connections a client makes past its Count
+// for Client.ServedByEach: with two endpoints chosen at random, each
+// answering half, 64 miss one with a chance of 2^-63.
+const maxServedByEach = 64
+
+// servedByEach says whether every one of servers answered one of the
+// outcomes.
+func servedByEach(outcomes []Outcome, servers []string) bool {
+	for _, s := range servers {
+		if !slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.ServedBy == s }) {
+			return false
+		}
+	}
+	return true
 }
 
 // keeper holds the connections of clients that Keep them.
