@@ -7,7 +7,7 @@ LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
 BPF_GEN := internal/probe/nat_bpfel.go
 
-.PHONY: all deps generate build image flanneld test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
+.PHONY: all deps generate build image flanneld kube test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
 
 # Kernels the VM stage boots, all at once (scripts/vmtest/matrix.sh):
 # KERNEL[:SUITES], KERNEL a Debian series (the newest package of it), a
@@ -42,7 +42,8 @@ generate: deps $(BPF_GEN)
 
 build: generate
 	go build -buildvcs=auto -o $(BIN) ./cmd/nettrace
-	go build -o $(LAB) ./test/lab/ntlab
+	# Static: the cluster lab's pods run it from an image of its own.
+	CGO_ENABLED=0 go build -o $(LAB) ./test/lab/ntlab
 
 # nettrace's container image, built offline with podman (scripts/image.sh
 # says what it holds); deploy/ runs it.
@@ -54,6 +55,15 @@ image: generate
 # flannel itself (scripts/flanneld.sh says what it changes).
 flanneld: deps
 	scripts/flanneld.sh bin/flanneld
+
+# The Kubernetes components (v1.37.2, built from k8s.io/kubernetes through
+# the module proxy: scripts/kube.sh) and flannel's CNI plugin, for the
+# cluster lab (`ntlab cluster up`, test/cluster_test.go). Cold, about ten
+# minutes on this machine's two cores; kept in .cache/ after.
+KUBE_DIR := .cache/kube
+kube: deps
+	scripts/kube.sh $(KUBE_DIR)
+	scripts/flannel-cni.sh .cache/cni/flannel
 
 # Regenerate vmlinux.h from the running kernel's BTF. CO-RE relocates the
 # programs on other kernels, so this is needed only for new kernel types.
@@ -77,7 +87,7 @@ unit-test: generate
 # A failure ends with what each failed test said (scripts/failed), which
 # the -v log's thousands of lines bury.
 INTEGRATION_TIMEOUT ?= 40m
-integration-test: generate flanneld
+integration-test: generate flanneld kube
 	@mkdir -p .cache
 	set -o pipefail; go test -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./test/... 2>&1 | tee .cache/integration.log || \
 		{ go tool test2json < .cache/integration.log | go run ./scripts/failed; exit 1; }

@@ -1,11 +1,7 @@
 package test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +15,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/test/image"
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
@@ -164,61 +161,16 @@ func write(t *testing.T, path, text string) {
 	}
 }
 
-// writeSandboxImage writes an OCI image archive whose one layer is
+// writeSandboxImage writes an OCI image archive whose one file is
 // Debian's static busybox, and whose entrypoint sleeps: what a pause
 // container does, for `ctr images import`.
 func writeSandboxImage(t *testing.T, path string) {
 	t.Helper()
-	busybox, err := os.ReadFile("/bin/busybox")
-	if err != nil {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
 		t.Fatalf("needs /bin/busybox (Debian package busybox-static): %v", err)
 	}
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
-	lw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755})
-	lw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(busybox))})
-	lw.Write(busybox)
-	lw.Close()
-	blobs := map[string][]byte{}
-	blob := func(b []byte) string {
-		d := fmt.Sprintf("sha256:%x", sha256.Sum256(b))
-		blobs[d] = b
-		return d
-	}
-	layerDigest := blob(layer.Bytes())
-	config, _ := json.Marshal(map[string]any{
-		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Entrypoint": []string{"/bin/busybox", "sleep", "2147483647"}},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-	})
-	configDigest := blob(config)
-	manifest, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": configDigest, "size": len(config)},
-		"layers": []any{map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layerDigest, "size": layer.Len()}},
-	})
-	manifestDigest := blob(manifest)
-	index, _ := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"manifests": []any{map[string]any{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifestDigest, "size": len(manifest),
-			"annotations": map[string]string{"io.containerd.image.name": sandboxImage, "org.opencontainers.image.ref.name": "1"}}},
-	})
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	add := func(name string, b []byte) {
-		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(b))})
-		tw.Write(b)
-	}
-	add("oci-layout", []byte(`{"imageLayoutVersion": "1.0.0"}`))
-	add("index.json", index)
-	for d, b := range blobs {
-		add("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), b)
-	}
-	if err := tw.Close(); err != nil {
+	if err := image.Write(path, image.Image{Name: sandboxImage, Files: map[string]string{"bin/busybox": "/bin/busybox"},
+		Entrypoint: []string{"/bin/busybox", "sleep", "2147483647"}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -55,6 +55,10 @@ func TestMain(m *testing.M) {
 		labBin = filepath.Join(dir, "ntlab")
 		for bin, pkg := range map[string]string{nettraceBin: "../cmd/nettrace", labBin: "./lab/ntlab"} {
 			build := exec.Command("go", "build", "-o", bin, pkg)
+			if bin == labBin {
+				// Static: the cluster lab's pods run ntlab from an image.
+				build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			}
 			build.Stdout, build.Stderr = os.Stdout, os.Stderr
 			if err := build.Run(); err != nil {
 				fmt.Println("build", pkg+":", err)

@@ -24,6 +24,10 @@ func usage() {
                            (default 3s and 400 TCP connections)
   ntlab down               remove every lab namespace and server
   ntlab list               list the scenarios
+  ntlab cluster up [--proxy-mode iptables|nftables]
+                           a real Kubernetes cluster of two nodes; prints
+                           its kubeconfig's path (make kube builds it)
+  ntlab cluster down       remove the cluster
 
 scenarios: %s
 `, strings.Join(lab.Names(), ", "))
@@ -104,6 +108,8 @@ func run(cmd string, args []string) error {
 			fmt.Printf("%-24s %s\n", n, sc.Description)
 		}
 		return nil
+	case "cluster":
+		return clusterCmd(args)
 	case "serve":
 		return serve(args)
 	case "queue":
