@@ -44,7 +44,7 @@ func clusterBinaries(t *testing.T) cluster.Binaries {
 // upCluster brings the cluster up for the test, and at its end removes
 // it and requires that nothing of it is left on the host, also when the
 // test failed; a failing test shows the components' logs' ends first.
-func upCluster(t *testing.T, mode cluster.ProxyMode) *kubernetes.Clientset {
+func upCluster(t *testing.T, o cluster.Options) *kubernetes.Clientset {
 	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -60,7 +60,7 @@ func upCluster(t *testing.T, mode cluster.ProxyMode) *kubernetes.Clientset {
 		}
 		requireNoClusterResidue(t)
 	})
-	if err := cluster.Up(clusterBinaries(t), mode); err != nil {
+	if err := cluster.Up(clusterBinaries(t), o); err != nil {
 		t.Fatal(err)
 	}
 	client, err := cluster.Client(cluster.Kubeconfig)
@@ -175,7 +175,7 @@ func askName(t *testing.T, ns, addr string) (string, error) {
 // node 1 (kube-proxy's DNAT, flannel's vxlan), and nothing of the cluster
 // is left on the host afterwards.
 func TestClusterUp(t *testing.T) {
-	client := upCluster(t, cluster.IPTables)
+	client := upCluster(t, cluster.Options{})
 	ctx := context.Background()
 	labels := map[string]string{"app": "web"}
 	if _, err := client.CoreV1().Pods("default").Create(ctx, labPod("default", "web-1", "node-2", 8080, labels), metav1.CreateOptions{}); err != nil {

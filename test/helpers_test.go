@@ -23,6 +23,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
+	"github.com/nettrace-dev/nettrace/test/cluster"
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
@@ -72,6 +73,12 @@ func TestMain(m *testing.M) {
 	// whether the tests passed or not.
 	if err := lab.Down(); err != nil {
 		fmt.Fprintln(os.Stderr, "lab down:", err)
+		code = 1
+	}
+	// Each cluster test removes its cluster; this is for one that could
+	// not (a panic), and is a no-op otherwise.
+	if err := cluster.Down(); err != nil {
+		fmt.Fprintln(os.Stderr, "cluster down:", err)
 		code = 1
 	}
 	if dir != "" {

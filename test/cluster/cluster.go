@@ -87,6 +87,18 @@ func AllNodes() []Node {
 // dir is the node's directory in StateDir.
 func (n Node) dir() string { return filepath.Join(StateDir, n.Name) }
 
+// Options are the ways a cluster may differ, as real clusters do.
+type Options struct {
+	// ProxyMode is kube-proxy's mode (iptables when empty).
+	ProxyMode ProxyMode
+	// NoProxyClusterCIDR runs kube-proxy without the cluster's pod CIDR,
+	// as clusters set up before it was required do (the seed incident
+	// 000's): kube-proxy then marks no traffic from outside the pod
+	// network for masquerading, and a node calling a cluster IP relies
+	// on flannel's masquerade.
+	NoProxyClusterCIDR bool
+}
+
 // ProxyMode is kube-proxy's mode.
 type ProxyMode string
 

@@ -173,20 +173,24 @@ func startFlanneld(n Node, b Binaries, holder int) error {
 	return err
 }
 
-// startKubeProxy runs kube-proxy on the node in mode. It leaves the
+// startKubeProxy runs kube-proxy on the node as o says. It leaves the
 // kernel's conntrack table size alone (maxPerCore 0): that setting is the
 // host's, not the node's.
-func startKubeProxy(n Node, b Binaries, holder int, mode ProxyMode) error {
+func startKubeProxy(n Node, b Binaries, holder int, o Options) error {
+	clusterCIDR := ClusterCIDR
+	if o.NoProxyClusterCIDR {
+		clusterCIDR = ""
+	}
 	config := filepath.Join(n.dir(), "kube-proxy.yaml")
 	err := writeFile(config, fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %s}
 hostnameOverride: %s
-clusterCIDR: %s
+clusterCIDR: %q
 mode: %s
 conntrack: {maxPerCore: 0, min: 0}
 metricsBindAddress: 127.0.0.1:10249
-`, kubeconfigPath("kube-proxy"), n.Name, ClusterCIDR, mode))
+`, kubeconfigPath("kube-proxy"), n.Name, clusterCIDR, o.ProxyMode))
 	if err != nil {
 		return err
 	}

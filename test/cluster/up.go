@@ -25,7 +25,10 @@ const CNIPluginDir = "/usr/lib/cni"
 // the default ServiceAccount exists, so that pods can be made. On an error
 // the cluster is left as it is, for its logs (StateDir/logs); Down removes
 // it.
-func Up(b Binaries, mode ProxyMode) error {
+func Up(b Binaries, o Options) error {
+	if o.ProxyMode == "" {
+		o.ProxyMode = IPTables
+	}
 	if err := check(b); err != nil {
 		return err
 	}
@@ -44,7 +47,7 @@ func Up(b Binaries, mode ProxyMode) error {
 		{"CNI plugins", func() error { return linkCNIPlugins(b) }},
 		{"images", func() error { return writeImages(b) }},
 		{"control plane", func() error { return startControlPlane(b) }},
-		{"nodes", func() error { return startNodes(b, mode) }},
+		{"nodes", func() error { return startNodes(b, o) }},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
@@ -118,7 +121,7 @@ func writeImages(b Binaries) error {
 // startNodes starts each node's containerd (its images imported) and
 // kubelet, then, once the controller manager gave the Node a pod CIDR,
 // flanneld and kube-proxy; it returns when every node is Ready.
-func startNodes(b Binaries, mode ProxyMode) error {
+func startNodes(b Binaries, o Options) error {
 	client, err := Client(Kubeconfig)
 	if err != nil {
 		return err
@@ -165,7 +168,7 @@ func startNodes(b Binaries, mode ProxyMode) error {
 		if err := startFlanneld(n, b, holders[n.Name]); err != nil {
 			return err
 		}
-		if err := startKubeProxy(n, b, holders[n.Name], mode); err != nil {
+		if err := startKubeProxy(n, b, holders[n.Name], o); err != nil {
 			return err
 		}
 	}

@@ -27,6 +27,7 @@ func clusterCmd(args []string) error {
 	kube := fs.String("kube-bin", ".cache/kube/bin", "directory of the Kubernetes components (make kube)")
 	flanneld := fs.String("flanneld", "bin/flanneld", "flanneld (make flanneld)")
 	cni := fs.String("flannel-cni", ".cache/cni/flannel", "flannel's CNI plugin (make kube)")
+	noCIDR := fs.Bool("proxy-without-cluster-cidr", false, "run kube-proxy without the pods' CIDR (it then masquerades no node traffic)")
 	fs.Parse(args[1:])
 	if *mode != string(cluster.IPTables) && *mode != string(cluster.NFTables) {
 		return fmt.Errorf("cluster: --proxy-mode %q: want iptables or nftables", *mode)
@@ -37,7 +38,7 @@ func clusterCmd(args []string) error {
 	}
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
 	b := cluster.Binaries{Kube: abs(*kube), Flanneld: abs(*flanneld), FlannelCNI: abs(*cni), Lab: self}
-	if err := cluster.Up(b, cluster.ProxyMode(*mode)); err != nil {
+	if err := cluster.Up(b, cluster.Options{ProxyMode: cluster.ProxyMode(*mode), NoProxyClusterCIDR: *noCIDR}); err != nil {
 		return fmt.Errorf("%w\n(the components' logs are in %s/logs; ntlab cluster down removes the cluster)", err, cluster.StateDir)
 	}
 	fmt.Printf("cluster up: nodes node-1 and node-2, kube-proxy in %s mode\nkubeconfig: %s\n", *mode, cluster.Kubeconfig)
