@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -17,34 +19,43 @@ import (
 	"github.com/nettrace-dev/nettrace/test/cluster"
 )
 
-// clusterService makes, through the API, namespace ns, a pod of the lab's
-// image on node serving port 8080, and Service name (port 80, "http") in
-// front of it; it returns once the Service has the pod as a ready
-// endpoint, with the Service's cluster IP and the pod's address.
-func clusterService(t *testing.T, client kubernetes.Interface, ns, name, pod, node string) (clusterIP, podIP string) {
+// seedService is a seed's Service: one pod of the lab's image serving
+// port 8080 on a node (serveArgs added to its `ntlab serve`), and the
+// Service (port 80, named "http") in front of it.
+type seedService struct {
+	namespace, name, pod, node string
+	serveArgs                  []string
+	kind                       corev1.ServiceType // ClusterIP when empty
+}
+
+// make makes the namespace, pod and Service through the API and returns
+// once the Service has the pod as a ready endpoint: the Service as the
+// API has it, and the pod's address.
+func (s seedService) make(t *testing.T, client kubernetes.Interface) (*corev1.Service, string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"app": name}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, labPod(ns, pod, node, 8080, labels), metav1.CreateOptions{}); err != nil {
+	labels := map[string]string{"app": s.name}
+	if _, err := client.CoreV1().Pods(s.namespace).Create(ctx, labPod(s.namespace, s.pod, s.node, 8080, labels, s.serveArgs...), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+	svc, err := client.CoreV1().Services(s.namespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name},
+		Spec: corev1.ServiceSpec{Type: s.kind, Selector: labels, Ports: []corev1.ServicePort{{
 			Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, client, ns, name, 1)
-	p, err := client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	waitServing(t, client, s.namespace, s.name, 1)
+	p, err := client.CoreV1().Pods(s.namespace).Get(ctx, s.pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc.Spec.ClusterIP, p.Status.PodIP
+	return svc, p.Status.PodIP
 }
 
 // waitAnswered asks addr from namespace ns until the pod answers
@@ -76,7 +87,8 @@ func waitAnswered(t *testing.T, ns, addr, want string) {
 func TestClusterSeedSNATMissing(t *testing.T) {
 	client := upCluster(t, cluster.Options{NoProxyClusterCIDR: true})
 	node1, node2 := cluster.NodeAt(1), cluster.NodeAt(2)
-	clusterIP, podIP := clusterService(t, client, "shop", "web", "web-5d8c", node2.Name)
+	svc, podIP := seedService{namespace: "shop", name: "web", pod: "web-5d8c", node: node2.Name}.make(t, client)
+	clusterIP := svc.Spec.ClusterIP
 	addr := net.JoinHostPort(clusterIP, "80")
 	waitAnswered(t, node1.Netns, addr, "web-5d8c")
 	n2, err := client.CoreV1().Nodes().Get(context.Background(), node2.Name, metav1.GetOptions{})
@@ -113,4 +125,98 @@ func TestClusterSeedSNATMissing(t *testing.T) {
 			t.Log(x.Summary)
 		})
 	}
+}
+
+// TestClusterSeedSYNDropped is incident 001 on the real cluster: clients
+// outside the cluster (the underlay's own address) call Service
+// default/echo's node port on node-1 all at once; kube-proxy DNATs them to
+// the pod on node-2, whose server listens with a backlog of 1 and does
+// not accept, so SYNs are dropped at the listener and the clients time
+// out. The twin's server accepts: every client connects, no finding.
+func TestClusterSeedSYNDropped(t *testing.T) {
+	client := upCluster(t, cluster.Options{})
+	node1, node2 := cluster.NodeAt(1), cluster.NodeAt(2)
+	for _, fault := range []bool{false, true} {
+		t.Run(map[bool]string{true: "full", false: "healthy"}[fault], func(t *testing.T) {
+			s := seedService{namespace: "twin", name: "echo", pod: "echo-healthy", node: node2.Name, kind: corev1.ServiceTypeNodePort}
+			if fault {
+				s.namespace, s.pod, s.serveArgs = "default", "echo-7c9f", []string{"--backlog", "1", "--no-accept"}
+			}
+			svc, podIP := s.make(t, client)
+			nodePort := fmt.Sprint(svc.Spec.Ports[0].NodePort)
+			target := net.JoinHostPort(node1.IP, nodePort)
+			if !fault {
+				waitAnswered(t, cluster.Underlay, target, s.pod)
+			} else {
+				waitListed(t, node1.Netns, nodePort)
+			}
+			recording := filepath.Join(t.TempDir(), "seed-001.ntrace")
+			w := startWatch(t, "-w", recording, "--netns", "all", "port "+nodePort)
+			errs := dialAll(t, cluster.Underlay, target, 8, 3*time.Second)
+			tr := w.stop(t)
+			var failed int
+			for _, err := range errs {
+				if err != nil {
+					failed++
+				}
+			}
+			if !fault {
+				if failed > 0 || len(tr.explanations) > 0 {
+					t.Fatalf("healthy twin: %d of 8 clients failed (%v); findings %+v", failed, errs, tr.explanations)
+				}
+				return
+			}
+			if failed == 0 {
+				t.Fatal("every client connected despite the full accept queue")
+			}
+			listener := net.JoinHostPort(podIP, "8080")
+			if len(tr.explanations) == 0 {
+				t.Fatalf("no finding for %d timed-out clients", failed)
+			}
+			for _, x := range tr.explanations {
+				if x.Rule != "syn-dropped-at-listener" {
+					t.Errorf("finding %s, want syn-dropped-at-listener: %s", x.Rule, x.Summary)
+				}
+				for _, want := range []string{"SYN to " + listener + " reached the listening socket 0.0.0.0:8080", "accept queue full", "DNATed to " + listener} {
+					if !strings.Contains(x.Summary, want) {
+						t.Errorf("the finding does not say %q: %s", want, x.Summary)
+					}
+				}
+				namedService(t, x, output.JSONService{Namespace: "default", Name: "echo", Port: "http", Address: "node port"})
+			}
+			requireSameReplay(t, recording, tr)
+			t.Log(tr.explanations[0].Summary)
+		})
+	}
+}
+
+// waitListed waits until kube-proxy has written its rule for the node
+// port on node ns.
+func waitListed(t *testing.T, ns, nodePort string) {
+	t.Helper()
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(500 * time.Millisecond) {
+		if strings.Contains(sh(t, "ip", "netns", "exec", ns, "iptables-save", "-t", "nat"), "--dport "+nodePort+" ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-proxy wrote no rule for node port %s in %s", nodePort, ns)
+		}
+	}
+}
+
+// dialAll connects n clients to addr from namespace ns at once.
+func dialAll(t *testing.T, ns, addr string, n int, timeout time.Duration) []error {
+	t.Helper()
+	errs := make([]error, n)
+	done := make(chan struct{})
+	for i := range errs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			errs[i] = dial(t, ns, "", addr, timeout)
+		}()
+	}
+	for range errs {
+		<-done
+	}
+	return errs
 }

@@ -96,9 +96,14 @@ func requireNoClusterResidue(t *testing.T) {
 	}
 }
 
-// labPod is a pod of the lab's image on node, serving its name on port.
-func labPod(namespace, name, node string, port int32, labels map[string]string) *corev1.Pod {
+// labPod is a pod of the lab's image on node, serving its name on port
+// (`ntlab serve`, with serveArgs added).
+func labPod(namespace, name, node string, port int32, labels map[string]string, serveArgs ...string) *corev1.Pod {
 	no := false
+	// Ready once it listens, as netstat in the pod sees it: a TCP probe
+	// would take a place in the accept queue of a server that does not
+	// accept.
+	listening := fmt.Sprintf("/bin/busybox netstat -ltn | /bin/busybox grep -q ':%d '", port)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
@@ -106,12 +111,10 @@ func labPod(namespace, name, node string, port int32, labels map[string]string) 
 			AutomountServiceAccountToken: &no,
 			Containers: []corev1.Container{{
 				Name: "serve", Image: cluster.LabImage, ImagePullPolicy: corev1.PullNever,
-				Args:  []string{"serve", "--addr", fmt.Sprintf("0.0.0.0:%d", port), "--name", name},
+				Args:  append([]string{"serve", "--addr", fmt.Sprintf("0.0.0.0:%d", port), "--name", name}, serveArgs...),
 				Ports: []corev1.ContainerPort{{ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-				// Ready once it listens: the Service's endpoint waits
-				// for it.
 				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
-					TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}},
+					Exec: &corev1.ExecAction{Command: []string{"/bin/busybox", "sh", "-c", listening}}}},
 			}},
 		},
 	}

@@ -23,8 +23,15 @@ func synDroppedAtListener(f *flow.Flow, n Context) *Finding {
 			}
 		}
 	}
-	summary := fmt.Sprintf("SYN to %s reached the listening socket in netns %s and was dropped in tcp_conn_request: %s",
-		s.SYN.Listener, n.NetnsName(s.Netns), dropCause(s))
+	// A pod's server usually listens on every address (0.0.0.0:8080):
+	// the SYN's destination is where it went, the socket's address which
+	// socket took it.
+	socket := "the listening socket"
+	if to := dst(s.Tuple); s.SYN.Listener != to {
+		socket += " " + s.SYN.Listener.String()
+	}
+	summary := fmt.Sprintf("SYN to %s reached %s in netns %s and was dropped in tcp_conn_request: %s",
+		dst(s.Tuple), socket, n.NetnsName(s.Netns), dropCause(s))
 	if s.SYN.ListenOverfl > 0 || s.SYN.ListenDrops > 0 {
 		summary += fmt.Sprintf("; ListenOverflows +%d, ListenDrops +%d in that netns", s.SYN.ListenOverfl, s.SYN.ListenDrops)
 	}

@@ -30,10 +30,10 @@ const (
 	StateDir = "/var/tmp/nettrace-cluster"
 	// ControlPlane is the control plane's namespace.
 	ControlPlane = Prefix + "cp"
-	// underlay is the namespace of the nodes' network: a bridge that links
+	// Underlay is the namespace of the nodes' network: a bridge that links
 	// the control plane and the nodes, whose own address (RouterIP) stands
 	// for the world outside the cluster.
-	underlay = Prefix + "ul"
+	Underlay = Prefix + "ul"
 	// APIServerIP is the API server's address on the nodes' network, the
 	// one it advertises (the kubernetes Service's endpoint).
 	APIServerIP = "172.21.0.10"

@@ -23,28 +23,28 @@ func sysctl(ns, assignment string) []string {
 	return []string{"ip", "netns", "exec", ns, "sysctl", "-qw", assignment}
 }
 
-// makeNetwork makes the namespaces and links: the underlay's bridge with
+// makeNetwork makes the namespaces and links: the Underlay's bridge with
 // the control plane and each node on it (eth0), the nodes' default route
-// through the underlay's own address, and the host's veth to the control
+// through the Underlay's own address, and the host's veth to the control
 // plane. Nothing links the host's own interfaces to any of it, and the
 // control plane does not forward: the host reaches the API server and
 // nothing else.
 func makeNetwork() error {
 	cmds := [][]string{
-		{"ip", "netns", "add", underlay},
-		ipn(underlay, "link", "set", "lo", "up"),
-		ipn(underlay, "link", "add", "br0", "type", "bridge"),
-		ipn(underlay, "addr", "add", RouterIP+"/24", "dev", "br0"),
-		ipn(underlay, "link", "set", "br0", "up"),
+		{"ip", "netns", "add", Underlay},
+		ipn(Underlay, "link", "set", "lo", "up"),
+		ipn(Underlay, "link", "add", "br0", "type", "bridge"),
+		ipn(Underlay, "addr", "add", RouterIP+"/24", "dev", "br0"),
+		ipn(Underlay, "link", "set", "br0", "up"),
 	}
 	attach := func(ns, port, ip string) {
 		cmds = append(cmds,
 			[]string{"ip", "netns", "add", ns},
 			ipn(ns, "link", "set", "lo", "up"),
-			ipn(ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", underlay),
+			ipn(ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", Underlay),
 			ipn(ns, "addr", "add", ip+"/24", "dev", "eth0"),
 			ipn(ns, "link", "set", "eth0", "up"),
-			ipn(underlay, "link", "set", port, "master", "br0", "up"),
+			ipn(Underlay, "link", "set", port, "master", "br0", "up"),
 		)
 	}
 	attach(ControlPlane, "cp", APIServerIP)
