@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,18 +20,19 @@ import (
 	"github.com/nettrace-dev/nettrace/test/cluster"
 )
 
-// seedService is a seed's Service: one pod of the lab's image serving
-// port 8080 on a node (serveArgs added to its `ntlab serve`), and the
-// Service (port 80, named "http") in front of it.
+// seedService is a seed's Service: a pod of the lab's image serving port
+// 8080 on a node (serveArgs added to its `ntlab serve`), more where
+// others says, and the Service (port 80, named "http") in front of them.
 type seedService struct {
 	namespace, name, pod, node string
 	serveArgs                  []string
 	kind                       corev1.ServiceType // ClusterIP when empty
+	others                     map[string]string  // more pods: name -> node
 }
 
-// make makes the namespace, pod and Service through the API and returns
-// once the Service has the pod as a ready endpoint: the Service as the
-// API has it, and the pod's address.
+// make makes the namespace, pods and Service through the API and returns
+// once the Service has every pod as a ready endpoint: the Service as the
+// API has it, and the first pod's address.
 func (s seedService) make(t *testing.T, client kubernetes.Interface) (*corev1.Service, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -39,8 +41,14 @@ func (s seedService) make(t *testing.T, client kubernetes.Interface) (*corev1.Se
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app": s.name}
-	if _, err := client.CoreV1().Pods(s.namespace).Create(ctx, labPod(s.namespace, s.pod, s.node, 8080, labels, s.serveArgs...), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	pods := map[string]string{s.pod: s.node}
+	for name, node := range s.others {
+		pods[name] = node
+	}
+	for name, node := range pods {
+		if _, err := client.CoreV1().Pods(s.namespace).Create(ctx, labPod(s.namespace, name, node, 8080, labels, s.serveArgs...), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	svc, err := client.CoreV1().Services(s.namespace).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: s.name},
@@ -50,7 +58,7 @@ func (s seedService) make(t *testing.T, client kubernetes.Interface) (*corev1.Se
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitServing(t, client, s.namespace, s.name, 1)
+	waitServing(t, client, s.namespace, s.name, len(pods))
 	p, err := client.CoreV1().Pods(s.namespace).Get(ctx, s.pod, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -58,19 +66,20 @@ func (s seedService) make(t *testing.T, client kubernetes.Interface) (*corev1.Se
 	return svc, p.Status.PodIP
 }
 
-// waitAnswered asks addr from namespace ns until the pod answers
+// waitAnswered asks addr from namespace ns until pod want answers (any
+// pod when want is empty)
 // (kube-proxy writes a Service's rules once it sees its EndpointSlice).
 func waitAnswered(t *testing.T, ns, addr, want string) {
 	t.Helper()
 	var name string
 	var err error
 	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(500 * time.Millisecond) {
-		if name, err = askName(t, ns, addr); (err == nil && name == want) || time.Now().After(deadline) {
+		if name, err = askName(t, ns, addr); (err == nil && (name == want || want == "" && name != "")) || time.Now().After(deadline) {
 			break
 		}
 	}
-	if err != nil || name != want {
-		t.Fatalf("asked %s from %s: %q, %v; want %s", addr, ns, name, err, want)
+	if err != nil || name == "" || want != "" && name != want {
+		t.Fatalf("asked %s from %s: %q, %v; want %q", addr, ns, name, err, want)
 	}
 }
 
@@ -219,4 +228,83 @@ func dialAll(t *testing.T, ns, addr string, n int, timeout time.Duration) []erro
 		<-done
 	}
 	return errs
+}
+
+// TestClusterSeedServicePaths is seed 002's walk on the real cluster, in
+// both of kube-proxy's modes: node-1 calls Service shop/walk's cluster IP,
+// whose pods are one on each node, until both answered. Each path shows
+// kube-proxy's DNAT at OUTPUT to its pod, the masquerade kube-proxy marks
+// a node's traffic for (to cni0's address for the local pod, flannel.1's
+// for the remote one), and the reply's two reverse translations; nothing
+// is a finding.
+func TestClusterSeedServicePaths(t *testing.T) {
+	for _, mode := range []cluster.ProxyMode{cluster.IPTables, cluster.NFTables} {
+		t.Run(string(mode), func(t *testing.T) {
+			client := upCluster(t, cluster.Options{ProxyMode: mode})
+			node1, node2 := cluster.NodeAt(1), cluster.NodeAt(2)
+			svc, _ := seedService{namespace: "shop", name: "walk", pod: "walk-local", node: node1.Name,
+				others: map[string]string{"walk-remote": node2.Name}}.make(t, client)
+			clusterIP := svc.Spec.ClusterIP
+			addr := net.JoinHostPort(clusterIP, "80")
+			waitAnswered(t, node1.Netns, addr, "")
+			podIPs := map[string]string{}
+			pods, err := client.CoreV1().Pods("shop").List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				podIPs[p.Name] = p.Status.PodIP
+			}
+			w := startWatch(t, "--netns", "all", "host "+clusterIP)
+			// kube-proxy picks an endpoint at random: ask until both
+			// answered.
+			answered := map[string]int{}
+			for i := 0; i < 64 && (answered["walk-local"] == 0 || answered["walk-remote"] == 0); i++ {
+				name, err := askName(t, node1.Netns, addr)
+				if err != nil {
+					t.Fatalf("asked %s from node-1: %v (answers so far %v)", addr, err, answered)
+				}
+				answered[name]++
+			}
+			tr := w.stop(t)
+			if answered["walk-local"] == 0 || answered["walk-remote"] == 0 {
+				t.Fatalf("answers %v, want both pods", answered)
+			}
+			if len(tr.explanations) > 0 {
+				t.Errorf("findings on healthy paths: %+v", tr.explanations)
+			}
+			for pod, snatDev := range map[string]string{"walk-local": "cni0", "walk-remote": "flannel.1"} {
+				requireWalk(t, tr, node1.Netns, clusterIP, podIPs[pod], snatDev)
+			}
+			t.Logf("answers %v", answered)
+		})
+	}
+}
+
+// requireWalk requires a path's translations in node ns: the DNAT at
+// OUTPUT from the cluster IP to podIP, the masquerade at POSTROUTING out
+// of snatDev, and the reply's un-SNAT and un-DNAT.
+func requireWalk(t *testing.T, tr trace, ns, clusterIP, podIP, snatDev string) {
+	t.Helper()
+	has := func(what string, pred func(e output.JSONEvent) bool) {
+		t.Helper()
+		if len(find(tr.events, pred)) == 0 {
+			t.Errorf("no event of %s (path to %s)", what, podIP)
+		}
+	}
+	has("the DNAT at OUTPUT", func(e output.JSONEvent) bool {
+		return inNs(e, ns) && e.Point == "nat" && e.Hook == "OUTPUT" && isSYN(e) && e.Translated &&
+			e.Pre.Dst == clusterIP && e.Tuple.Dst == podIP && slices.Equal(e.Translations, []string{"dnat"})
+	})
+	has("the masquerade at POSTROUTING out of "+snatDev, func(e output.JSONEvent) bool {
+		return inNs(e, ns) && e.Point == "nat" && e.Hook == "POSTROUTING" && isSYN(e) && e.Translated &&
+			e.Tuple.Dst == podIP && e.OutDev == snatDev && slices.Equal(e.Translations, []string{"snat"})
+	})
+	has("the reply un-SNATed", func(e output.JSONEvent) bool {
+		return inNs(e, ns) && e.Point == "nat" && e.Pre != nil && e.Pre.Src == podIP && slices.Equal(e.Translations, []string{"unsnat"})
+	})
+	has("the reply un-DNATed to the cluster IP", func(e output.JSONEvent) bool {
+		return inNs(e, ns) && e.Point == "nat" && e.Pre != nil && e.Pre.Src == podIP && e.Tuple.Src == clusterIP &&
+			slices.Equal(e.Translations, []string{"undnat"})
+	})
 }
