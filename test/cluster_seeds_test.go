@@ -27,6 +27,7 @@ type seedService struct {
 	namespace, name, pod, node string
 	serveArgs                  []string
 	kind                       corev1.ServiceType // ClusterIP when empty
+	local                      bool               // externalTrafficPolicy: Local
 	others                     map[string]string  // more pods: name -> node
 }
 
@@ -57,6 +58,12 @@ func (s seedService) make(t *testing.T, client kubernetes.Interface) (*corev1.Se
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.local {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		if svc, err = client.CoreV1().Services(s.namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitServing(t, client, s.namespace, s.name, len(pods))
 	p, err := client.CoreV1().Pods(s.namespace).Get(ctx, s.pod, metav1.GetOptions{})
@@ -157,7 +164,7 @@ func TestClusterSeedSYNDropped(t *testing.T) {
 			if !fault {
 				waitAnswered(t, cluster.Underlay, target, s.pod)
 			} else {
-				waitListed(t, node1.Netns, nodePort)
+				waitListed(t, node1.Netns, "--dport "+nodePort+" ", s.namespace+"/"+s.name)
 			}
 			recording := filepath.Join(t.TempDir(), "seed-001.ntrace")
 			w := startWatch(t, "-w", recording, "--netns", "all", "port "+nodePort)
@@ -199,16 +206,18 @@ func TestClusterSeedSYNDropped(t *testing.T) {
 	}
 }
 
-// waitListed waits until kube-proxy has written its rule for the node
-// port on node ns.
-func waitListed(t *testing.T, ns, nodePort string) {
+// waitListed waits until kube-proxy has written a nat rule on node ns
+// whose line holds every one of texts.
+func waitListed(t *testing.T, ns string, texts ...string) {
 	t.Helper()
 	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(500 * time.Millisecond) {
-		if strings.Contains(sh(t, "ip", "netns", "exec", ns, "iptables-save", "-t", "nat"), "--dport "+nodePort+" ") {
-			return
+		for _, l := range strings.Split(sh(t, "ip", "netns", "exec", ns, "iptables-save", "-t", "nat"), "\n") {
+			if !slices.ContainsFunc(texts, func(x string) bool { return !strings.Contains(l, x) }) {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("kube-proxy wrote no rule for node port %s in %s", nodePort, ns)
+			t.Fatalf("kube-proxy wrote no rule with %q in %s", texts, ns)
 		}
 	}
 }
@@ -307,4 +316,84 @@ func requireWalk(t *testing.T, tr trace, ns, clusterIP, podIP, snatDev string) {
 		return inNs(e, ns) && e.Point == "nat" && e.Pre != nil && e.Pre.Src == podIP && e.Tuple.Src == clusterIP &&
 			slices.Equal(e.Translations, []string{"undnat"})
 	})
+}
+
+// loadBalancerIP is the address a load-balancer implementation would give
+// the seed's Service (the test writes it into the Service's status, as
+// one does): an address of no namespace's, on the nodes' network.
+const loadBalancerIP = "172.21.0.100"
+
+// TestClusterSeedHairpin is incident 004 on the real cluster: pod client
+// on node-1 calls the load-balancer address of Service default/ingress,
+// whose only pod is on node-1 too. kube-proxy runs without the pods' CIDR,
+// so with externalTrafficPolicy: Local it cannot tell the pod's call from
+// an outside one and sends it to the local endpoint without marking it for
+// masquerading; node-1's bridge does not pass bridged frames to iptables
+// (bridge-nf-call-iptables=0, as on nodes without br_netfilter's call on).
+// The ingress pod answers the client straight over the bridge from its own
+// address, the client resets it, and nettrace names the reply that
+// bypassed the NAT. The twin's policy is Cluster: kube-proxy masquerades
+// the call and the reply comes back through the node.
+func TestClusterSeedHairpin(t *testing.T) {
+	client := upCluster(t, cluster.Options{NoProxyClusterCIDR: true})
+	node1 := cluster.NodeAt(1)
+	sh(t, "ip", "netns", "exec", node1.Netns, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0")
+	caller := podNetns(t, client, "default", "client", node1)
+	for _, fault := range []bool{false, true} {
+		t.Run(map[bool]string{true: "local", false: "cluster"}[fault], func(t *testing.T) {
+			s := seedService{namespace: "twin", name: "ingress", pod: "ingress-twin", node: node1.Name, kind: corev1.ServiceTypeLoadBalancer}
+			if fault {
+				s.namespace, s.pod, s.local = "default", "ingress-6b7d", true
+			}
+			svc, podIP := s.make(t, client)
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: loadBalancerIP}}
+			if _, err := client.CoreV1().Services(s.namespace).UpdateStatus(context.Background(), svc, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				client.CoreV1().Services(s.namespace).Delete(context.Background(), s.name, metav1.DeleteOptions{})
+			})
+			// The rule of this subtest's Service, not the twin's before it.
+			waitListed(t, node1.Netns, "-d "+loadBalancerIP+"/32", s.namespace+"/"+s.name)
+			recording := filepath.Join(t.TempDir(), "seed-004.ntrace")
+			w := startWatch(t, "-w", recording, "--netns", "all", "host "+loadBalancerIP)
+			err := dial(t, caller, "", loadBalancerIP+":80", 3*time.Second)
+			tr := w.stop(t)
+			x, ok := twinFinding(t, tr, err, fault, "reply-bypassed-nat")
+			if !ok {
+				return
+			}
+			for _, want := range []string{"reply from " + podIP + ":8080", "the client called " + loadBalancerIP + ":80"} {
+				if !strings.Contains(x.Summary, want) {
+					t.Errorf("the finding does not say %q: %s", want, x.Summary)
+				}
+			}
+			namedService(t, x, output.JSONService{Namespace: "default", Name: "ingress", Port: "http", Address: "load balancer IP"})
+			requireSameReplay(t, recording, tr)
+			t.Log(x.Summary)
+		})
+	}
+}
+
+// podNetns makes pod namespace/name on node (the lab's image, serving)
+// and returns the path of its network namespace once it is ready.
+func podNetns(t *testing.T, client kubernetes.Interface, namespace, name string, node cluster.Node) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := client.CoreV1().Pods(namespace).Create(ctx, labPod(namespace, name, node.Name, 8080, map[string]string{"app": name}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(200 * time.Millisecond) {
+		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready {
+			path, err := cluster.PodNetns(node, p.Status.ContainerStatuses[0].ContainerID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s not ready within %s (%v)", namespace, name, cluster.Patience, err)
+		}
+	}
 }

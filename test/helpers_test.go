@@ -122,7 +122,11 @@ func newNetns(t *testing.T, role string) string {
 // stay in it.
 func inNetns(t *testing.T, ns string, fn func() error) {
 	t.Helper()
-	if err := netns.Do(filepath.Join(netns.RunDir, ns), fn); err != nil {
+	path := ns
+	if !filepath.IsAbs(ns) {
+		path = filepath.Join(netns.RunDir, ns)
+	}
+	if err := netns.Do(path, fn); err != nil {
 		t.Fatalf("in netns %s: %v", ns, err)
 	}
 }

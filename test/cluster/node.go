@@ -235,3 +235,22 @@ func PodLogs(n Node) string {
 		"sh", "-c", "tail -n 5 /var/log/pods/*/*/*.log").CombinedOutput()
 	return string(out)
 }
+
+// PodNetns is the path of a running container's network namespace (its
+// pod's), for a test that calls from a pod: the pods' namespaces are
+// mounted in the node's mount namespace only, so the path is the
+// container's process's (/proc/PID/ns/net). containerID is the API's
+// (containerd://ID).
+func PodNetns(n Node, containerID string) (string, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := exec.Command("ctr", "--address", n.containerdSocket(), "--namespace", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		return "", fmt.Errorf("ctr tasks ls on %s: %w", n.Name, err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == id {
+			return "/proc/" + f[1] + "/ns/net", nil
+		}
+	}
+	return "", fmt.Errorf("no running task %s on %s", id, n.Name)
+}
