@@ -15,6 +15,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/test/cluster"
 	"github.com/nettrace-dev/nettrace/test/image"
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
@@ -92,26 +93,9 @@ func containerdConfig(t *testing.T, dir string) (config, sock string) {
 		{"type": "portmap", "capabilities": {"portMappings": true}}]}`, filepath.Join(dir, "ipam")))
 	sock = filepath.Join(dir, "containerd.sock")
 	config = filepath.Join(dir, "config.toml")
-	write(t, config, fmt.Sprintf(`version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  # Our machines' root may not lower an OOM score (no CAP_SYS_RESOURCE
-  # here): a sandbox keeps containerd's own, as rootless setups do.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-    Root = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, filepath.Join(dir, "opt"), sandboxImage, lab.CNIPluginDir, netd, filepath.Join(dir, "runc")))
+	write(t, config, cluster.ContainerdConfig{Root: filepath.Join(dir, "root"), State: filepath.Join(dir, "state"), Socket: sock,
+		Opt: filepath.Join(dir, "opt"), SandboxImage: sandboxImage, CNIBinDir: lab.CNIPluginDir, CNIConfDir: netd,
+		RuncRoot: filepath.Join(dir, "runc")}.TOML())
 	return config, sock
 }
 

@@ -89,24 +89,8 @@ func startContainerd(n Node, holder int) error {
 		return err
 	}
 	config := filepath.Join(n.dir(), "containerd.toml")
-	err := writeFile(config, fmt.Sprintf(`version = 2
-root = "/var/lib/containerd"
-state = "/run/containerd"
-[grpc]
-  address = %q
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  # Our machines' root may not lower an OOM score (no CAP_SYS_RESOURCE):
-  # a sandbox keeps containerd's own, as rootless setups do.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-`, n.containerdSocket(), filepath.Join(n.dir(), "opt"), PauseImage, cniBinDir(), netd))
+	err := writeFile(config, ContainerdConfig{Root: "/var/lib/containerd", State: "/run/containerd", Socket: n.containerdSocket(),
+		Opt: filepath.Join(n.dir(), "opt"), SandboxImage: PauseImage, CNIBinDir: cniBinDir(), CNIConfDir: netd}.TOML())
 	if err != nil {
 		return err
 	}

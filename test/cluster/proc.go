@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
 // place is where a process runs: a network namespace, and for a node's
@@ -155,16 +157,7 @@ func clusterNetnsInodes() map[uint64]bool {
 }
 
 // Namespaces lists the cluster's network namespaces that exist now.
-func Namespaces() []string {
-	entries, _ := os.ReadDir("/run/netns")
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), Prefix) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
+func Namespaces() []string { return lab.NamespacesNamed(Prefix) }
 
 // Down removes the cluster: its processes (components, shims, pods), the
 // pods' cgroups, its namespaces (their devices, rules and routes with

@@ -14,11 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nettrace-dev/nettrace/test/image"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
-
-// CNIPluginDir is where Debian's containernetworking-plugins installs the
-// reference plugins.
-const CNIPluginDir = "/usr/lib/cni"
 
 // Up brings the cluster up (after removing any cluster up): its network,
 // PKI, control plane and nodes, and returns once both nodes are Ready and
@@ -72,7 +69,7 @@ func check(b Binaries) error {
 		}
 	}
 	for _, p := range []string{"bridge", "host-local", "portmap", "loopback"} {
-		if _, err := os.Stat(filepath.Join(CNIPluginDir, p)); err != nil {
+		if _, err := os.Stat(filepath.Join(lab.CNIPluginDir, p)); err != nil {
 			errs = append(errs, fmt.Errorf("needs the CNI plugin %s (Debian's containernetworking-plugins)", p))
 		}
 	}
@@ -85,7 +82,7 @@ func linkCNIPlugins(b Binaries) error {
 	if err := os.MkdirAll(cniBinDir(), 0o755); err != nil {
 		return err
 	}
-	plugins, err := filepath.Glob(filepath.Join(CNIPluginDir, "*"))
+	plugins, err := filepath.Glob(filepath.Join(lab.CNIPluginDir, "*"))
 	if err != nil {
 		return err
 	}

@@ -628,11 +628,15 @@ func Down() error {
 }
 
 // Namespaces lists the lab's namespaces that exist now.
-func Namespaces() []string {
+func Namespaces() []string { return NamespacesNamed(Prefix) }
+
+// NamespacesNamed lists the named network namespaces (/run/netns) whose
+// names start with prefix.
+func NamespacesNamed(prefix string) []string {
 	entries, _ := os.ReadDir("/run/netns")
 	var out []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), Prefix) {
+		if strings.HasPrefix(e.Name(), prefix) {
 			out = append(out, e.Name())
 		}
 	}
