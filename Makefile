@@ -58,8 +58,8 @@ flanneld: deps
 
 # The Kubernetes components (v1.37.2, built from k8s.io/kubernetes through
 # the module proxy: scripts/kube.sh) and flannel's CNI plugin, for the
-# cluster lab (`ntlab cluster up`, test/cluster_test.go). Cold, about ten
-# minutes on this machine's two cores; kept in .cache/ after.
+# cluster lab (`ntlab cluster up`, test/cluster_test.go). Cold, 25 CPU-minutes
+# (about 13 on this machine's two cores); kept in .cache/ after.
 KUBE_DIR := .cache/kube
 kube: deps
 	scripts/kube.sh $(KUBE_DIR)
