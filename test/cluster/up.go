@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -63,6 +64,9 @@ func check(b Binaries) error {
 			errs = append(errs, fmt.Errorf("needs %s (make kube builds the Kubernetes components and flannel's CNI plugin, make flanneld flanneld, make build ntlab)", p))
 		}
 	}
+	if err := static(b.Lab); err != nil {
+		errs = append(errs, err)
+	}
 	for _, tool := range []string{"etcd", "containerd", "containerd-shim-runc-v2", "runc", "ctr", "unshare", "nsenter", "iptables", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			errs = append(errs, fmt.Errorf("needs %s (make deps installs it from Debian)", tool))
@@ -74,6 +78,22 @@ func check(b Binaries) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// static says why the pods' image cannot run the binary at path: the
+// image holds no dynamic loader or C library.
+func static(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil // missing: said above
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is linked dynamically, and the pods' image has no C library: build it with CGO_ENABLED=0 (make build does)", path)
+		}
+	}
+	return nil
 }
 
 // linkCNIPlugins makes the nodes' CNI plugin directory: Debian's plugins
