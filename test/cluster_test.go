@@ -207,3 +207,21 @@ func TestClusterUp(t *testing.T) {
 	}
 	t.Logf("node-1 -> %s (Service default/web) answered by %s on node-2", addr, name)
 }
+
+// The pods' image has no C library: Up refuses a dynamically linked ntlab
+// with the reason, before it makes anything.
+func TestClusterRefusesDynamicLab(t *testing.T) {
+	dynamic := filepath.Join(t.TempDir(), "ntlab")
+	build := exec.Command("go", "build", "-o", dynamic, "./lab/ntlab")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	b := clusterBinaries(t)
+	b.Lab = dynamic
+	err := cluster.Up(b, cluster.Options{})
+	if err == nil || !strings.Contains(err.Error(), "linked dynamically") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Fatalf("Up with a dynamic ntlab: %v, want a refusal that says to build it with CGO_ENABLED=0", err)
+	}
+	requireNoClusterResidue(t)
+}
