@@ -21,6 +21,10 @@ import (
 	"github.com/nettrace-dev/nettrace/test/cluster"
 )
 
+// clusterUsed says that this run brought a cluster up (TestMain removes
+// it then, whatever the tests did).
+var clusterUsed bool
+
 // clusterBinaries are the cluster's programs: CLUSTER_KUBE_BIN and the like
 // where set, else what `make kube`, `make flanneld` and the test's own
 // build made.
@@ -46,6 +50,7 @@ func clusterBinaries(t *testing.T) cluster.Binaries {
 // test failed; a failing test shows the components' logs' ends first.
 func upCluster(t *testing.T, o cluster.Options) *kubernetes.Clientset {
 	t.Helper()
+	clusterUsed = true
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, name := range []string{"kube-apiserver", "node-1-kubelet", "node-2-kubelet", "node-1-flanneld", "node-2-flanneld", "node-1-kube-proxy", "node-1-containerd"} {

@@ -76,10 +76,13 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	// Each cluster test removes its cluster; this is for one that could
-	// not (a panic), and is a no-op otherwise.
-	if err := cluster.Down(); err != nil {
-		fmt.Fprintln(os.Stderr, "cluster down:", err)
-		code = 1
+	// not (a panic). Only when this run brought one up: another run's
+	// cluster is not this one's to remove.
+	if clusterUsed {
+		if err := cluster.Down(); err != nil {
+			fmt.Fprintln(os.Stderr, "cluster down:", err)
+			code = 1
+		}
 	}
 	if dir != "" {
 		os.RemoveAll(dir)

@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -76,12 +79,28 @@ func writeKubeconfig(name, server string) error {
 	return clientcmd.WriteToFile(*cfg, kubeconfigPath(name))
 }
 
-// Client is a clientset for a kubeconfig (the administrator's: Kubeconfig).
+// Client is the host's clientset for a kubeconfig (the administrator's:
+// Kubeconfig). Its connections are bound to the host's veth to the control
+// plane: were the cluster gone, its address would otherwise be routed by
+// the host's default route, off this machine.
 func Client(kubeconfig string) (*kubernetes.Clientset, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
+	d := &net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		var bindErr error
+		if err := c.Control(func(fd uintptr) {
+			bindErr = syscall.SetsockoptString(int(fd), syscall.SOL_SOCKET, syscall.SO_BINDTODEVICE, hostAPILink)
+		}); err != nil {
+			return err
+		}
+		if bindErr != nil {
+			return fmt.Errorf("the host's link to the API server, %s: %w (is the cluster up?)", hostAPILink, bindErr)
+		}
+		return nil
+	}}
+	cfg.Dial = d.DialContext
 	return kubernetes.NewForConfig(cfg)
 }
 
