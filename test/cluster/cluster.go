@@ -64,7 +64,6 @@ const (
 
 // Node is one node's names and address.
 type Node struct {
-	Index int
 	Name  string // as the API has it: node-1, node-2
 	Netns string // its network namespace: ntkube-node-1, ...
 	IP    string // its address on the underlay
@@ -72,7 +71,7 @@ type Node struct {
 
 // NodeAt returns node i (1-based).
 func NodeAt(i int) Node {
-	return Node{Index: i, Name: fmt.Sprintf("node-%d", i), Netns: fmt.Sprintf("%snode-%d", Prefix, i), IP: fmt.Sprintf("172.21.0.%d", i)}
+	return Node{Name: fmt.Sprintf("node-%d", i), Netns: fmt.Sprintf("%snode-%d", Prefix, i), IP: fmt.Sprintf("172.21.0.%d", i)}
 }
 
 // AllNodes lists the cluster's nodes.

@@ -22,15 +22,9 @@ func kubeconfigPath(name string) string { return filepath.Join(StateDir, name+".
 // (system:kube-controller-manager, system:kube-scheduler, system:kube-proxy,
 // system:node:NAME through the Node authorizer); flannel's is kube-flannel's
 // ClusterRole, which Up binds; admin is system:masters.
-func clients() map[string]struct {
-	id     identity
-	server string
-} {
+func clients() map[string]clientIdentity {
 	local, underlayAPI := "https://127.0.0.1:6443", "https://"+APIServerIP+":6443"
-	out := map[string]struct {
-		id     identity
-		server string
-	}{
+	out := map[string]clientIdentity{
 		"admin":                   {identity{"nettrace-admin", []string{"system:masters"}}, "https://" + HostAPIServerIP + ":6443"},
 		"kube-controller-manager": {identity{"system:kube-controller-manager", nil}, local},
 		"kube-scheduler":          {identity{"system:kube-scheduler", nil}, local},
@@ -38,12 +32,16 @@ func clients() map[string]struct {
 		"flannel":                 {identity{"flannel", nil}, underlayAPI},
 	}
 	for _, n := range AllNodes() {
-		out[n.Name+"-kubelet"] = struct {
-			id     identity
-			server string
-		}{identity{"system:node:" + n.Name, []string{"system:nodes"}}, underlayAPI}
+		out[n.Name+"-kubelet"] = clientIdentity{identity{"system:node:" + n.Name, []string{"system:nodes"}}, underlayAPI}
 	}
 	return out
+}
+
+// clientIdentity is a component's certificate subject and the API
+// server's address as that component reaches it.
+type clientIdentity struct {
+	id     identity
+	server string
 }
 
 // makePKI writes the CA, the API server's serving certificate and every
