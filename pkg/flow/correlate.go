@@ -345,10 +345,13 @@ func (c *Correlator) current(st *skbState, e *event.Event, m *packetMarks) *skbE
 		// freed there. A recycled address only ever comes later.
 		cur.pass(m.stage)
 		return cur
-	case cur.freed || e.Time > cur.last+skbGap || (m.fp != 0 && cur.fp != 0 && m.fp != cur.fp) ||
+	case cur.freed || (e.Time > cur.last+skbGap && !cur.sameBytes(m)) || (m.fp != 0 && cur.fp != 0 && m.fp != cur.fp) ||
 		!cur.had(m) || !cur.pass(m.stage):
 		// A freed, long-silent, different or unrelated packet at the same
-		// identity: the address was recycled and the free not seen.
+		// identity: the address was recycled and the free not seen. Silence
+		// alone does not say so of a packet with the same bytes: a queue held
+		// it (an NFQUEUE verdict pending, which a slow consumer stretches to
+		// seconds), and its next step is still its own.
 		st.prev = cur.packetSigns
 		*cur = skbEpoch{packetSigns: packetSigns{epoch: c.newEpoch()}}
 	default:

@@ -72,6 +72,21 @@ func TestCorrelation(t *testing.T) {
 		fixture.NAT(&s, 0x9, "n1", event.HookOutput, vip, a, nil),
 	}
 	dropOnly := []event.Event{fixture.Drop(&s, 0xa, "n1/eth0", a, "IP_RPFILTER")} // other points missing
+	// A SYN an NFQUEUE consumer held for two seconds, past skbGap, then
+	// dropped when its verdict came: its bytes say it is the same packet;
+	// without them the silence says the address was recycled.
+	snat := fixture.T("172.20.0.1:1000", "10.0.0.2:80", fixture.SYN)
+	queued := func(bytes bool) []event.Event {
+		evs := []event.Event{fixture.NAT(&s, 0xb, "n1/eth0", event.HookPostrouting, a, snat, nil)}
+		s.Skip(uint64(2 * time.Second))
+		evs = append(evs, fixture.Drop(&s, 0xb, "n1/eth0", snat, "NOT_SPECIFIED"))
+		if bytes {
+			for i := range evs {
+				fixture.Snapshot(&evs[i], 0x51, 7)
+			}
+		}
+		return evs
+	}
 
 	tests := []struct {
 		name    string
@@ -86,6 +101,8 @@ func TestCorrelation(t *testing.T) {
 		{"the tunnel's outer conntrack entry does not merge flows", tunnel, 2, []int{1}},
 		{"route lookup held for the packet's next event", held, 1, []int{2}},
 		{"a point alone still makes a flow", dropOnly, 1, []int{1}},
+		{"a packet a queue held past the gap, told by its bytes", queued(true), 1, []int{2}},
+		{"a step past the gap without bytes is another packet", queued(false), 1, []int{1, 1}},
 	}
 	for _, tt := range tests {
 		_, flows := run(DefaultConfig, tt.events)

@@ -183,6 +183,13 @@ func (s *packetSigns) owns(m *packetMarks) bool {
 	return s.had(m)
 }
 
+// sameBytes says whether an event carries this packet's fingerprint, both
+// known: the IP id with a TCP segment's numbers do not recur at one skb
+// identity within a connection's life.
+func (s *packetSigns) sameBytes(m *packetMarks) bool {
+	return m.fp != 0 && m.fp == s.fp
+}
+
 // pathTuple is a packet's tuple as a key, in its direction: a packet
 // never turns into its reply.
 func pathTuple(t event.Tuple) key {
