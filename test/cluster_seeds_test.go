@@ -102,6 +102,7 @@ func waitAnswered(t *testing.T, ns, addr, want string) {
 // finding.
 func TestClusterSeedSNATMissing(t *testing.T) {
 	client := upCluster(t, cluster.Options{NoProxyClusterCIDR: true})
+	kubeconfig := nettraceKubeconfig(t, client)
 	node1, node2 := cluster.NodeAt(1), cluster.NodeAt(2)
 	svc, podIP := seedService{namespace: "shop", name: "web", pod: "web-5d8c", node: node2.Name}.make(t, client)
 	clusterIP := svc.Spec.ClusterIP
@@ -124,14 +125,16 @@ func TestClusterSeedSNATMissing(t *testing.T) {
 				})
 			}
 			recording := filepath.Join(t.TempDir(), "seed-000.ntrace")
-			w := startWatch(t, "-w", recording, "--netns", "all", "host "+clusterIP)
+			w := startWatch(t, "-w", recording, "--netns", "all", "--kubeconfig", kubeconfig, "host "+clusterIP)
 			err := dial(t, node1.Netns, "", addr, 4*time.Second)
 			tr := w.stop(t)
 			x, ok := twinFinding(t, tr, err, fault, "snat-missing-on-tunnel")
 			if !ok {
 				return
 			}
-			for _, want := range []string{"DNATed to " + podIP + ":8080", "flannel.1", "IP_RPFILTER"} {
+			// The pod and the node as the API names them: no file on the
+			// host names either.
+			for _, want := range []string{"DNATed to " + podIP + ":8080 (pod shop/web-5d8c)", " (node " + node1.Name + ") -> ", "flannel.1", "IP_RPFILTER"} {
 				if !strings.Contains(x.Summary, want) {
 					t.Errorf("the finding does not say %q: %s", want, x.Summary)
 				}
@@ -151,6 +154,7 @@ func TestClusterSeedSNATMissing(t *testing.T) {
 // out. The twin's server accepts: every client connects, no finding.
 func TestClusterSeedSYNDropped(t *testing.T) {
 	client := upCluster(t, cluster.Options{})
+	kubeconfig := nettraceKubeconfig(t, client)
 	node1, node2 := cluster.NodeAt(1), cluster.NodeAt(2)
 	for _, fault := range []bool{false, true} {
 		t.Run(map[bool]string{true: "full", false: "healthy"}[fault], func(t *testing.T) {
@@ -167,7 +171,7 @@ func TestClusterSeedSYNDropped(t *testing.T) {
 				waitListed(t, node1.Netns, "--dport "+nodePort+" ", s.namespace+"/"+s.name)
 			}
 			recording := filepath.Join(t.TempDir(), "seed-001.ntrace")
-			w := startWatch(t, "-w", recording, "--netns", "all", "port "+nodePort)
+			w := startWatch(t, "-w", recording, "--netns", "all", "--kubeconfig", kubeconfig, "port "+nodePort)
 			errs := dialAll(t, cluster.Underlay, target, 8, 3*time.Second)
 			tr := w.stop(t)
 			var failed int
@@ -193,7 +197,7 @@ func TestClusterSeedSYNDropped(t *testing.T) {
 				if x.Rule != "syn-dropped-at-listener" {
 					t.Errorf("finding %s, want syn-dropped-at-listener: %s", x.Rule, x.Summary)
 				}
-				for _, want := range []string{"SYN to " + listener + " reached the listening socket 0.0.0.0:8080", "accept queue full", "DNATed to " + listener} {
+				for _, want := range []string{"SYN to " + listener + " reached the listening socket 0.0.0.0:8080", "accept queue full", "DNATed to " + listener + " (pod default/echo-7c9f)"} {
 					if !strings.Contains(x.Summary, want) {
 						t.Errorf("the finding does not say %q: %s", want, x.Summary)
 					}
@@ -339,6 +343,7 @@ func TestClusterSeedHairpin(t *testing.T) {
 	node1 := cluster.NodeAt(1)
 	sh(t, "ip", "netns", "exec", node1.Netns, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0")
 	caller := podNetns(t, client, "default", "client", node1)
+	kubeconfig := nettraceKubeconfig(t, client)
 	for _, fault := range []bool{false, true} {
 		t.Run(map[bool]string{true: "local", false: "cluster"}[fault], func(t *testing.T) {
 			s := seedService{namespace: "twin", name: "ingress", pod: "ingress-twin", node: node1.Name, kind: corev1.ServiceTypeLoadBalancer}
@@ -356,14 +361,14 @@ func TestClusterSeedHairpin(t *testing.T) {
 			// The rule of this subtest's Service, not the twin's before it.
 			waitListed(t, node1.Netns, "-d "+loadBalancerIP+"/32", s.namespace+"/"+s.name)
 			recording := filepath.Join(t.TempDir(), "seed-004.ntrace")
-			w := startWatch(t, "-w", recording, "--netns", "all", "host "+loadBalancerIP)
+			w := startWatch(t, "-w", recording, "--netns", "all", "--kubeconfig", kubeconfig, "host "+loadBalancerIP)
 			err := dial(t, caller, "", loadBalancerIP+":80", 3*time.Second)
 			tr := w.stop(t)
 			x, ok := twinFinding(t, tr, err, fault, "reply-bypassed-nat")
 			if !ok {
 				return
 			}
-			for _, want := range []string{"reply from " + podIP + ":8080", "the client called " + loadBalancerIP + ":80"} {
+			for _, want := range []string{"reply from " + podIP + ":8080 (pod default/ingress-6b7d)", "(pod default/client)", "the client called " + loadBalancerIP + ":80"} {
 				if !strings.Contains(x.Summary, want) {
 					t.Errorf("the finding does not say %q: %s", want, x.Summary)
 				}

@@ -12,11 +12,16 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nettrace-dev/nettrace/test/cluster"
 )
@@ -229,4 +234,57 @@ func TestClusterRefusesDynamicLab(t *testing.T) {
 		t.Fatalf("Up with a dynamic ntlab: %v, want a refusal that says to build it with CGO_ENABLED=0", err)
 	}
 	requireNoClusterResidue(t)
+}
+
+// nettraceKubeconfig applies deploy/'s ServiceAccount, ClusterRole and
+// binding to the cluster, and writes a kubeconfig with a token of that
+// ServiceAccount: nettrace then reads the API with the privileges the
+// DaemonSet gives it, and no more.
+func nettraceKubeconfig(t *testing.T, client kubernetes.Interface) string {
+	t.Helper()
+	ctx := context.Background()
+	text, err := os.ReadFile("../deploy/nettrace-daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(text), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			t.Fatalf("deploy/nettrace-daemonset.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *corev1.Namespace:
+			_, err = client.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.ServiceAccount:
+			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("apply %T: %v", obj, err)
+		}
+	}
+	hour := int64(3600)
+	tok, err := client.CoreV1().ServiceAccounts("nettrace").CreateToken(ctx, "nettrace",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &hour}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of ServiceAccount nettrace/nettrace: %v", err)
+	}
+	admin, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["lab"] = server
+	cfg.AuthInfos["nettrace"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["lab"] = &clientcmdapi.Context{Cluster: "lab", AuthInfo: "nettrace"}
+	cfg.CurrentContext = "lab"
+	path := filepath.Join(t.TempDir(), "nettrace.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

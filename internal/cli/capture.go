@@ -58,7 +58,10 @@ type capture struct {
 	// mtu reads the MTUs around a packet dropped as too big to forward.
 	mtu     *linkmtu.Reader
 	status  *statusLine
-	closers []func()
+	// apiListed is closed once the Kubernetes API listed pods and nodes,
+	// or gave up for now; nil without an API.
+	apiListed chan struct{}
+	closers   []func()
 }
 
 // captureRules are the rules a capture's findings name: the namespaces'
@@ -118,10 +121,11 @@ func runCapture(log zerolog.Logger, summarize func(output.Summary), f watchFlags
 	defer signal.Stop(sig)
 	run.Stop = sig
 	if f.readyFile != "" {
-		if err := os.WriteFile(f.readyFile, []byte("ready\n"), 0o644); err != nil {
-			return fmt.Errorf("write ready file: %w", err)
+		stop, err := c.announceReady(f.readyFile)
+		if err != nil {
+			return err
 		}
-		defer os.Remove(f.readyFile)
+		defer stop()
 	}
 	start := time.Now()
 	err = run.Run()
@@ -259,10 +263,44 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 		Wall:       c.meta.Wall,
 	}
 	c.sources = explain.Sources{Names: c.names, Pods: namer.PodAddresses, Rulesets: c.rules.history.At}
+	c.nameFromAPI()
 	if f.rules {
 		c.sources.RuleTraces = c.rules.traces.Pass
 	}
 	return nil
+}
+
+// announceReady writes the ready file once every available point is
+// attached and, with a Kubernetes API, its first lists are in (or
+// listWait passed): what a test or a readiness probe waits for is
+// nettrace naming what it sees. The events meanwhile are traced. stop
+// removes the file.
+func (c *capture) announceReady(path string) (stop func(), err error) {
+	write := func() error {
+		if err := os.WriteFile(path, []byte("ready\n"), 0o644); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+		return nil
+	}
+	if c.apiListed == nil {
+		return func() { os.Remove(path) }, write()
+	}
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-c.apiListed:
+			if err := write(); err != nil {
+				c.log.Error().Err(err).Send()
+			}
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+		os.Remove(path)
+	}, nil
 }
 
 // startRecorders opens the recording (-w) and the flight recorder.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/kernel"
+	"github.com/nettrace-dev/nettrace/internal/kube"
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/internal/probe"
@@ -56,6 +57,9 @@ type watchFlags struct {
 	rules     bool
 	healthy   healthyValue
 	held      uint32
+	// kubeconfig is the Kubernetes API's client configuration; "" in a
+	// pod is its ServiceAccount, "none" no API.
+	kubeconfig string
 }
 
 // captureFlags are the flags of every command that attaches (watch, record).
@@ -63,7 +67,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.StringSliceVar(&f.netns, "netns", nil, "network namespace to watch: NAME under /run/netns, PATH, or all (repeatable)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
 	fl.Uint64Var(&f.count, "count", 0, "stop after this many events (default: no limit)")
-	fl.StringVar(&f.readyFile, "ready-file", "", "create this file once every available point is attached")
+	fl.StringVar(&f.readyFile, "ready-file", "", "create this file once every available point is attached (and, with a Kubernetes API, pods and nodes are listed)")
 	fl.Uint32Var(&f.ringSize, "ring-size", 32<<20, "ring buffer size in bytes (power of two); 32 MiB holds about a third of a second of a busy node's records")
 	fl.StringSliceVar(&f.methods, "method", nil, "force a method for a point: POINT=METHOD (repeatable)")
 	fl.Uint32Var(&f.snapLen, "snaplen", defaultSnapLen, fmt.Sprintf("bytes of each packet kept, from its IP header (0 to %d); 128 holds IP, TCP/UDP, vxlan and the inner headers", probe.MaxSnapLen))
@@ -78,6 +82,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.Var(&f.healthy, "healthy", "what a healthy TCP connection costs, with no filter: ship (every record reaches nettrace) or count (the kernel holds a connection's records while it looks healthy, ships them whole if it shows trouble, and only counts it if it ends normally; needs Linux 6.12 or later: an older verifier refuses it, and every record ships, with a warning)")
 	fl.Uint32Var(&f.held, "held", probe.DefaultHeldRecords, "with --healthy count: records the kernel holds at once (about 4.9 KB of kernel memory each); past it the oldest go, and a connection in trouble that lacks them is incomplete")
 	fl.StringVar(&netns.CNICacheDir, "cni-cache", netns.CNICacheDir, "where libcni keeps each sandbox's network (containerd, CRI-O, podman): namespaces of Kubernetes pods are named after their pod from it (pod:NAMESPACE/NAME)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "name pods (also those deleted in the last "+kube.Keep.String()+") and nodes from the Kubernetes API with this `FILE`: a read-only list and watch of pods and nodes; in a pod its ServiceAccount is used without it; none: no API")
 	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")
 }
 

@@ -43,9 +43,9 @@ func StreamNames(s *trace.Stream) output.Names {
 }
 
 // StreamSources are what a stream's recordings keep for the rules: those
-// names, rulesets, rule traces and pod addresses.
+// names, rulesets, rule traces, and pod and node addresses.
 func StreamSources(s *trace.Stream) explain.Sources {
-	return explain.Sources{Names: s, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses}
+	return explain.Sources{Names: s, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses, Nodes: s.NodeAddresses}
 }
 
 // replayTickEvery is how many events replay takes between ticks when the

@@ -32,6 +32,9 @@ type Context interface {
 	// PodName names the Kubernetes pod (namespace/name) an address
 	// belongs to; "" when none is known.
 	PodName(addr netip.Addr) string
+	// NodeName names the Kubernetes node an address belongs to; "" when
+	// none is known.
+	NodeName(addr netip.Addr) string
 	// SNATedBefore is the first packet of the latest conntrack entry,
 	// other than entry ct, that SNAT gave tuple t in netns before kernel
 	// time at (flow.SNATs.Before): the connection another one clashed

@@ -13,7 +13,8 @@ type Pod struct {
 
 // atPod writes an address and port with the pod it belongs to,
 // "10.244.2.10:8080 (pod shop/web-5d8c)", and keeps the pod for the
-// finding; the address alone when no pod is known to have it.
+// finding; with its node for a node's address; the address alone when
+// neither is known to have it.
 func (fd *Finding) atPod(n Context, ap netip.AddrPort) string {
 	return ap.String() + fd.podNote(n, ap.Addr())
 }
@@ -24,10 +25,13 @@ func (fd *Finding) addrAtPod(n Context, a netip.Addr) string {
 }
 
 // podNote is " (pod NAME)" for an address a pod has, kept for the
-// finding, or "".
+// finding, else " (node NAME)" for a node's, or "".
 func (fd *Finding) podNote(n Context, a netip.Addr) string {
 	name := n.PodName(a)
 	if name == "" {
+		if node := n.NodeName(a); node != "" {
+			return " (node " + node + ")"
+		}
 		return ""
 	}
 	pod := Pod{Address: a, Name: name}

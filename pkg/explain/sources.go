@@ -29,6 +29,8 @@ type Sources struct {
 	// Pods gives the pods' addresses (namespace/name) and their
 	// generation, which changes when they do.
 	Pods func() (uint64, map[netip.Addr]string)
+	// Nodes gives the nodes' addresses (node name) and their generation.
+	Nodes func() (uint64, map[netip.Addr]string)
 	// SNATs are the entries SNAT gave a source (the correlator's index):
 	// a conntrack clash then names the connection it lost to.
 	SNATs *flow.SNATs
@@ -55,6 +57,20 @@ func (s Sources) PodAddresses() (uint64, map[netip.Addr]string) {
 func (s Sources) PodName(a netip.Addr) string {
 	_, pods := s.PodAddresses()
 	return pods[a]
+}
+
+// NodeAddresses returns the nodes' addresses, if known.
+func (s Sources) NodeAddresses() (uint64, map[netip.Addr]string) {
+	if s.Nodes == nil {
+		return 0, nil
+	}
+	return s.Nodes()
+}
+
+// NodeName names the node an address belongs to, "" when none is known.
+func (s Sources) NodeName(a netip.Addr) string {
+	_, nodes := s.NodeAddresses()
+	return nodes[a]
 }
 
 // Ruleset returns a namespace's ruleset at a time, if known.

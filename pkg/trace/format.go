@@ -50,8 +50,8 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // addresses (an event record with event.FlagIPv6 carries them after its
 // fixed part; IPv4 events are recorded as before), version 6 ip6tables
 // rulesets in ruleset records, version 7 loss records, version 8 pod
-// address records.
-const Version = 8
+// address records, version 9 node address records.
+const Version = 9
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1
@@ -69,11 +69,13 @@ const (
 	recRuleTrace = 7
 	recLoss      = 8
 	recPods      = 9
+	recNodes     = 10
 )
 
 // recordNames name the record types in errors.
 var recordNames = map[byte]string{recMeta: "description", recNetns: "namespace", recSymbol: "symbol", recEvent: "event",
-	recSummary: "summary", recRuleset: "ruleset", recRuleTrace: "rule trace", recLoss: "loss", recPods: "pod address"}
+	recSummary: "summary", recRuleset: "ruleset", recRuleTrace: "rule trace", recLoss: "loss", recPods: "pod address",
+	recNodes: "node address"}
 
 // maxRecord bounds a record's length: a longer one is corruption. A
 // ruleset record may be longer (a large cluster's deflated ruleset), up to

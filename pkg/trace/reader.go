@@ -36,18 +36,17 @@ type Reader struct {
 	br     *bufio.Reader
 	closer io.Closer
 	off    int64
-	// names guards netns, symbols and pods: they grow (pods is replaced)
-	// as records are read, and are looked up by whatever explains and
-	// shows the events meanwhile.
-	names   sync.RWMutex
-	netns   map[uint32]string
-	symbols map[uint64]string
-	pods    map[netip.Addr]string
-	podGen  uint64
-	payload []byte
-	rec     []byte
-	records uint64
-	version uint16
+	// names guards netns, symbols, pods and nodes: they grow (the
+	// address books are replaced) as records are read, and are looked up
+	// by whatever explains and shows the events meanwhile.
+	names       sync.RWMutex
+	netns       map[uint32]string
+	symbols     map[uint64]string
+	pods, nodes addressBook
+	payload     []byte
+	rec         []byte
+	records     uint64
+	version     uint16
 	// held is what the recording's records made the reader keep (ruleset
 	// texts inflated, names, pods, rule traces), within MaxHeld.
 	held int64
@@ -232,7 +231,7 @@ func (r *Reader) Next(e *event.Event) error {
 // rulesets, rule traces, losses, the summary); start is its offset.
 func (r *Reader) take(typ byte, payload []byte, start int64) error {
 	switch typ {
-	case recNetns, recSymbol, recPods, recRuleTrace:
+	case recNetns, recSymbol, recPods, recNodes, recRuleTrace:
 		if err := r.hold(len(payload)); err != nil {
 			return r.errorf(start, "%s record: %v", recordNames[typ], err)
 		}
@@ -252,13 +251,17 @@ func (r *Reader) take(typ byte, payload []byte, start int64) error {
 		r.names.Lock()
 		r.symbols[binary.LittleEndian.Uint64(payload)] = string(payload[8:])
 		r.names.Unlock()
-	case recPods:
-		pods, err := decodePods(payload)
+	case recPods, recNodes:
+		names, err := decodeAddresses(payload)
 		if err != nil {
-			return r.errorf(start, "pod address record: %v", err)
+			return r.errorf(start, "%s record: %v", recordNames[typ], err)
+		}
+		book := &r.pods
+		if typ == recNodes {
+			book = &r.nodes
 		}
 		r.names.Lock()
-		r.pods, r.podGen = pods, r.podGen+1
+		*book = addressBook{gen: book.gen + 1, names: names}
 		r.names.Unlock()
 	case recRuleset:
 		snap, err := decodeRuleset(payload, r.version, MaxHeld-r.held)
@@ -356,8 +359,20 @@ func (r *Reader) SymbolName(addr uint64) string {
 func (r *Reader) PodAddresses() (uint64, map[netip.Addr]string) {
 	r.names.RLock()
 	defer r.names.RUnlock()
-	return r.podGen, r.pods
+	return r.pods.gen, r.pods.names
 }
+
+// NodeAddresses are the nodes' addresses (node name) as the recording
+// host last knew them, as PodAddresses.
+func (r *Reader) NodeAddresses() (uint64, map[netip.Addr]string) {
+	r.names.RLock()
+	defer r.names.RUnlock()
+	return r.nodes.gen, r.nodes.names
+}
+
+// booksRead counts the address records read: it changes when either
+// book does. Only the goroutine reading events may call it unlocked.
+func (r *Reader) booksRead() uint64 { return r.pods.gen + r.nodes.gen }
 
 // Close closes the file.
 func (r *Reader) Close() error {

@@ -30,6 +30,7 @@ func manyEvents(n int) []event.Event {
 // with every event they hold, in order.
 func TestRecorderRotates(t *testing.T) {
 	events := manyEvents(200)
+	nodes := map[netip.Addr]string{netip.MustParseAddr("172.20.0.1"): "node-1"}
 	for _, tc := range []struct {
 		name  string
 		files int
@@ -37,7 +38,7 @@ func TestRecorderRotates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "r.ntrace")
 			const fileBytes = 16 << 10
-			r, err := NewRecorder(path, Meta{Nettrace: "test", Host: "n1", DropReasons: fixture.ReasonNames}, fixture.Context{},
+			r, err := NewRecorder(path, Meta{Nettrace: "test", Host: "n1", DropReasons: fixture.ReasonNames}, fixture.Context{Nodes: nodes},
 				RecordOptions{FileBytes: fileBytes, Files: tc.files})
 			if err != nil {
 				t.Fatal(err)
@@ -83,6 +84,9 @@ func TestRecorderRotates(t *testing.T) {
 				if _, pods := rd.PodAddresses(); !maps.Equal(pods, fixture.PodNames) {
 					t.Errorf("%s names pods %v, want %v", f, pods, fixture.PodNames)
 				}
+				if _, got := rd.NodeAddresses(); !maps.Equal(got, nodes) {
+					t.Errorf("%s names nodes %v, want %v", f, got, nodes)
+				}
 				held += len(got)
 				rd.Close()
 				rd, _ = Open(f)
@@ -114,6 +118,9 @@ func TestRecorderRotates(t *testing.T) {
 			}
 			if pod := s.PodName(netip.MustParseAddr("10.244.2.10")); pod != "default/web-2" {
 				t.Errorf("the set names 10.244.2.10's pod %q", pod)
+			}
+			if _, got := s.NodeAddresses(); !maps.Equal(got, nodes) {
+				t.Errorf("the set names nodes %v, want %v", got, nodes)
 			}
 			if lost := s.Lost()[event.PointNAT]; lost != 2 {
 				t.Errorf("lost %d, want the run's 2", lost)

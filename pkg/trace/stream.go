@@ -63,20 +63,21 @@ type Stream struct {
 	remapNs map[[2]uint32]uint32
 	unmapNs map[uint32][2]uint32 // stream namespace -> recording, its namespace
 	remapRs map[[2]uint32]uint32
-	// pods are the recordings' pod addresses merged, replaced (never
-	// changed) when a reader read new ones: podSeen is each reader's
-	// generation merged. Readers change theirs only in Next, which runs
-	// in the goroutine that merges them, so the lookups of whatever
-	// explains the events meanwhile cost one atomic load.
-	pods    atomic.Pointer[podSnapshot]
-	podSeen []uint64
+	// books are the recordings' pod and node addresses merged, replaced
+	// (never changed) when a reader read new ones: booksSeen is each
+	// reader's count of address records merged. Readers change theirs
+	// only in Next, which runs in the goroutine that merges them, so the
+	// lookups of whatever explains the events meanwhile cost one atomic
+	// load.
+	books     atomic.Pointer[bookSnapshot]
+	booksSeen []uint64
 }
 
-// podSnapshot is a merge of the recordings' pod addresses and its
-// generation.
-type podSnapshot struct {
-	gen   uint64
-	addrs map[netip.Addr]string
+// bookSnapshot is a merge of the recordings' pod and node addresses, with
+// a generation that changes when either does.
+type bookSnapshot struct {
+	gen         uint64
+	pods, nodes map[netip.Addr]string
 }
 
 // ErrPartTwice is one part of a run given twice (the same file, or a copy
@@ -175,7 +176,7 @@ func NewAlignedStream(readers []*Reader, id func(*event.Event) (uint64, bool)) (
 }
 
 func newStream(readers []*Reader, id func(*event.Event) (uint64, bool)) (*Stream, []ClockSkew, error) {
-	s := &Stream{readers: readers, source: make([]int, len(readers)), podSeen: make([]uint64, len(readers)), heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
+	s := &Stream{readers: readers, source: make([]int, len(readers)), booksSeen: make([]uint64, len(readers)), heads: make([]event.Event, len(readers)), live: make([]bool, len(readers)),
 		taken: -1, netns: map[uint32]string{}, reasons: map[uint32]string{}, symbols: map[uint64]string{},
 		remapNs: map[[2]uint32]uint32{}, unmapNs: map[uint32][2]uint32{}, remapRs: map[[2]uint32]uint32{}}
 	runs := map[[2]string]int{}
@@ -310,9 +311,9 @@ func (s *Stream) ended(i int) {
 
 func (s *Stream) advance(i int) {
 	err := s.readers[i].Next(&s.heads[i])
-	if g := s.readers[i].podGen; g != s.podSeen[i] {
-		s.podSeen[i] = g
-		s.mergePods()
+	if g := s.readers[i].booksRead(); g != s.booksSeen[i] {
+		s.booksSeen[i] = g
+		s.mergeBooks()
 	}
 	s.live[i] = err == nil
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -427,24 +428,36 @@ func (s *Stream) NetnsName(ino uint32) string {
 // newest part's first, with a generation that changes when they do. Pod
 // addresses are not kept apart by host: a cluster gives each pod its own.
 func (s *Stream) PodAddresses() (uint64, map[netip.Addr]string) {
-	if p := s.pods.Load(); p != nil {
-		return p.gen, p.addrs
+	if b := s.books.Load(); b != nil {
+		return b.gen, b.pods
 	}
 	return 0, nil
 }
 
-// mergePods replaces the merged pod addresses after a reader read new
-// ones.
-func (s *Stream) mergePods() {
-	merged := map[netip.Addr]string{}
+// NodeAddresses are the node addresses of the stream's recordings, as
+// PodAddresses.
+func (s *Stream) NodeAddresses() (uint64, map[netip.Addr]string) {
+	if b := s.books.Load(); b != nil {
+		return b.gen, b.nodes
+	}
+	return 0, nil
+}
+
+// mergeBooks replaces the merged pod and node addresses after a reader
+// read new ones.
+func (s *Stream) mergeBooks() {
+	next := &bookSnapshot{pods: map[netip.Addr]string{}, nodes: map[netip.Addr]string{}}
 	for _, src := range s.sources {
 		for _, r := range src {
 			_, pods := r.PodAddresses()
-			maps.Copy(merged, pods)
+			maps.Copy(next.pods, pods)
+			_, nodes := r.NodeAddresses()
+			maps.Copy(next.nodes, nodes)
 		}
 	}
-	gen, _ := s.PodAddresses()
-	s.pods.Store(&podSnapshot{gen: gen + 1, addrs: merged})
+	next.gen, _ = s.PodAddresses()
+	next.gen++
+	s.books.Store(next)
 }
 
 // PodName names the pod an address belongs to ("" when none).

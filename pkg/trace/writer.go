@@ -22,6 +22,8 @@ type Namer interface {
 	// PodAddresses are the pods' addresses (namespace/name), with a
 	// generation that changes when they do; the map is never changed.
 	PodAddresses() (uint64, map[netip.Addr]string)
+	// NodeAddresses are the nodes' addresses (node name), likewise.
+	NodeAddresses() (uint64, map[netip.Addr]string)
 }
 
 // Writer writes a recording as a stream: to a file of its own (Create),
@@ -34,6 +36,7 @@ type Writer struct {
 	netns   map[uint32]bool
 	symbols map[uint64]bool
 	podGen  uint64 // the generation of the pod addresses written
+	nodeGen uint64 // and of the node addresses
 	rec     []byte
 	scratch []byte
 	sparse  []byte // an event's sparse form, reused: one allocation per event was the recorder's bottleneck
@@ -86,7 +89,7 @@ func (w *Writer) begin(meta Meta) error {
 func (w *Writer) forgetNames() {
 	clear(w.netns)
 	clear(w.symbols)
-	w.podGen = 0
+	w.podGen, w.nodeGen = 0, 0
 }
 
 func (w *Writer) fail(err error) error {
@@ -126,7 +129,13 @@ func (w *Writer) Event(e *event.Event) error {
 	}
 	if gen, pods := w.names.PodAddresses(); gen != w.podGen {
 		w.podGen = gen
-		if err := w.record(recPods, encodePods(pods)); err != nil {
+		if err := w.record(recPods, encodeAddresses(pods)); err != nil {
+			return err
+		}
+	}
+	if gen, nodes := w.names.NodeAddresses(); gen != w.nodeGen {
+		w.nodeGen = gen
+		if err := w.record(recNodes, encodeAddresses(nodes)); err != nil {
 			return err
 		}
 	}
