@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes components the cluster lab runs (kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubelet, kube-proxy) into DIR/bin
+# kube-controller-manager, kube-scheduler, kubelet, kube-proxy) and kubectl,
+# which its tests use as a user does, into DIR/bin
 # from k8s.io/kubernetes through the Go module proxy: nothing is pulled from
 # a release bucket or a registry.
 #
@@ -10,15 +11,16 @@
 # it that goes with KUBE_VERSION (v1.X.Y goes with v0.X.Y), the list read
 # from kubernetes' own go.mod. The version variables are set as
 # hack/lib/version.sh sets them, so that the components report v1.X.Y.
-# A stamp in DIR/bin keeps a finished build: run again, it returns at once.
+# A stamp in DIR/bin keeps a finished build of these components at that
+# version: run again, it returns at once.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
-COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 dir=${1:?usage: scripts/kube.sh DIR}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-stamp="$dir/bin/.built-$KUBE_VERSION"
+stamp="$dir/bin/.built-$KUBE_VERSION-$(echo "${COMPONENTS[*]}" | sha256sum | cut -c1-8)"
 [ -f "$stamp" ] && exit 0
 
 staging=v0.${KUBE_VERSION#v1.}

@@ -121,6 +121,9 @@ func startControlPlane(b Binaries) error {
 		"--tls-cert-file", pkiPath("apiserver.crt"), "--tls-private-key-file", pkiPath("apiserver.key"),
 		"--client-ca-file", pkiPath("ca.crt"),
 		"--kubelet-client-certificate", pkiPath("admin.crt"), "--kubelet-client-key", pkiPath("admin.key"),
+		// Logs, exec and cp reach a kubelet at its node's address: its
+		// name would be looked up in DNS, which the lab has none of.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--service-account-key-file", pkiPath("sa.pub"), "--service-account-signing-key-file", pkiPath("sa.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",

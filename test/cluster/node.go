@@ -182,6 +182,17 @@ metricsBindAddress: 127.0.0.1:10249
 	return err
 }
 
+// ImportImage imports an OCI archive (an image built here: nothing can
+// be pulled) into every node's containerd.
+func ImportImage(archive string) error {
+	for _, n := range AllNodes() {
+		if err := importImage(n, archive); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // importImage imports an OCI archive into the node's containerd, in the
 // namespace the CRI plugin uses.
 func importImage(n Node, archive string) error {

@@ -1,0 +1,153 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nettrace-dev/nettrace/test/cluster"
+)
+
+// kubectl runs the kubectl `make kube` built, as the cluster's
+// administrator, and returns its output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(clusterBinaries(t).Kube, "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// nodeImage builds nettrace's image as `make image` does, under the name
+// the DaemonSet asks for, and imports it into every node's containerd.
+func nodeImage(t *testing.T) {
+	t.Helper()
+	const name = "docker.io/library/nettrace:dev" // the DaemonSet's nettrace:dev, as the kubelet spells it
+	sh(t, "../scripts/image.sh", name)
+	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", name).Run() })
+	archive := filepath.Join(t.TempDir(), "nettrace.oci.tar")
+	sh(t, "podman", "save", "--quiet", "--format", "oci-archive", "--output", archive, name)
+	if err := cluster.ImportImage(archive); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recorderPods waits until the DaemonSet's pod runs on every node and has
+// said it is watching, naming pods and nodes from the API with its
+// ServiceAccount; it returns the pods by node.
+func recorderPods(t *testing.T, client kubernetes.Interface) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	byNode := map[string]string{}
+	var last string
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(time.Second) {
+		pods, err := client.CoreV1().Pods("nettrace").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nettrace"})
+		if err == nil {
+			clear(byNode)
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && strings.Contains(podLog(client, p.Name), "naming pods and nodes from the Kubernetes API") {
+					byNode[p.Spec.NodeName] = p.Name
+				}
+				last = fmt.Sprintf("%s on %s: %s; log: %s", p.Name, p.Spec.NodeName, p.Status.Phase, podLog(client, p.Name))
+			}
+		}
+		if len(byNode) == cluster.Nodes {
+			return byNode
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nettrace not watching on every node (%v); last: %s (%v)", byNode, last, err)
+		}
+	}
+}
+
+// podLog is a nettrace pod's log as the API serves it, "" when it has none
+// yet.
+func podLog(client kubernetes.Interface, pod string) string {
+	b, err := client.CoreV1().Pods("nettrace").GetLogs(pod, &corev1.PodLogOptions{}).Do(context.Background()).Raw()
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// TestClusterDaemonSet: deploy/ applied to the cluster as a user applies
+// it (kubectl apply, the image imported as a registry would serve it):
+// nettrace runs on both nodes as a flight recorder, naming pods and nodes
+// with the DaemonSet's ServiceAccount. Seed 001's fault (a NodePort
+// Service whose pod does not accept) writes a flight file on each node;
+// kubectl cp fetches them, and replayed together they name the fault and
+// its pod. The lab's nodes share one kernel, so each node's recorder sees
+// both nodes' packets: each file alone names the fault too.
+func TestClusterDaemonSet(t *testing.T) {
+	client := upCluster(t, cluster.Options{})
+	nodeImage(t)
+	kubectl(t, "apply", "-f", "../deploy/nettrace-daemonset.yaml")
+	pods := recorderPods(t, client)
+	node1, node2 := cluster.NodeAt(1), cluster.NodeAt(2)
+	s := seedService{namespace: "default", name: "echo", pod: "echo-7c9f", node: node2.Name, kind: corev1.ServiceTypeNodePort,
+		serveArgs: []string{"--backlog", "1", "--no-accept"}}
+	svc, podIP := s.make(t, client)
+	nodePort := fmt.Sprint(svc.Spec.Ports[0].NodePort)
+	waitListed(t, node1.Netns, "--dport "+nodePort+" ", "default/echo")
+	errs := dialAll(t, cluster.Underlay, net.JoinHostPort(node1.IP, nodePort), 8, 3*time.Second)
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("every client connected despite the full accept queue")
+	}
+	var files []string
+	for node, pod := range pods {
+		dir := filepath.Join(t.TempDir(), node)
+		files = append(files, flightFiles(t, pod, dir)...)
+	}
+	out, err := exec.Command(nettraceBin, append([]string{"replay", "-o", "text"}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay %v: %v\n%s", files, err, out)
+	}
+	for _, want := range []string{"syn-dropped-at-listener", "DNATed to " + podIP + ":8080 (pod default/echo-7c9f)", "Service default/echo:http, node port"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the replay of both nodes' files does not say %q:\n%s", want, out)
+		}
+	}
+	t.Logf("%d flight files; replayed together, the findings:\n%s", len(files), findingLines(string(out)))
+}
+
+// findingLines are the lines of replay's text output that tell findings
+// ("  RULE: sentence").
+func findingLines(text string) string {
+	return strings.Join(regexp.MustCompile(`(?m)^  [a-z][-a-z]+: .*$`).FindAllString(text, -1), "\n")
+}
+
+// flightFiles copies the flight recorder's directory out of pod with
+// kubectl cp once it holds a file, and returns the files.
+func flightFiles(t *testing.T, pod, dir string) []string {
+	t.Helper()
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(2 * time.Second) {
+		os.RemoveAll(dir)
+		kubectl(t, "cp", "nettrace/"+pod+":/var/lib/nettrace/flight", dir)
+		files, _ := filepath.Glob(filepath.Join(dir, "*.ntrace"))
+		if len(files) > 0 {
+			return files
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no flight file in %s after %s", pod, cluster.Patience)
+		}
+	}
+}
