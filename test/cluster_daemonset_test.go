@@ -2,12 +2,14 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,18 +117,43 @@ func TestClusterDaemonSet(t *testing.T) {
 	var files []string
 	for node, pod := range pods {
 		dir := filepath.Join(t.TempDir(), node)
-		files = append(files, flightFiles(t, pod, dir)...)
+		fetched := flightFiles(t, pod, dir)
+		files = append(files, fetched...)
+		// Each node's recorder tells what happened on its node: node-1's
+		// the DNAT of the Service's node port by kube-proxy's rules in its
+		// own namespace, node-2's the pod's namespace, named from its
+		// libcni cache, which the DaemonSet mounts.
+		want := map[string]string{node1.Name: "(Service default/echo:http, node port) was DNATed to " + podIP + ":8080 (pod default/echo-7c9f) in self PREROUTING",
+			node2.Name: "reached the listening socket in netns pod:default/echo-7c9f"}[node]
+		if out := replay(t, fetched...); !strings.Contains(out, want) {
+			t.Errorf("%s's files do not say %q:\n%s", node, want, findingLines(out))
+		}
+		requireFindingLogged(t, podLog(client, pod), "syn-dropped-at-listener", "default/echo-7c9f", fetched)
+		// Where a cluster looks: the API server's proxy to the port the
+		// DaemonSet declares.
+		scraped := kubectl(t, "get", "--raw", "/api/v1/namespaces/nettrace/pods/"+pod+":9476/proxy/metrics")
+		if !regexp.MustCompile(`(?m)^nettrace_findings_total\{namespace="default",pod="echo-7c9f",rule="syn-dropped-at-listener"\} [1-9]`).MatchString(scraped) ||
+			!strings.Contains(scraped, "process_resident_memory_bytes") {
+			t.Errorf("%s's metrics do not count the finding:\n%s", pod, scraped)
+		}
 	}
+	out := replay(t, files...)
+	for _, want := range []string{"syn-dropped-at-listener", "DNATed to " + podIP + ":8080 (pod default/echo-7c9f)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the replay of both nodes' files does not say %q:\n%s", want, out)
+		}
+	}
+	t.Logf("%d flight files; replayed together, the findings:\n%s", len(files), findingLines(out))
+}
+
+// replay replays recordings as one, in text.
+func replay(t *testing.T, files ...string) string {
+	t.Helper()
 	out, err := exec.Command(nettraceBin, append([]string{"replay", "-o", "text"}, files...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("replay %v: %v\n%s", files, err, out)
 	}
-	for _, want := range []string{"syn-dropped-at-listener", "DNATed to " + podIP + ":8080 (pod default/echo-7c9f)", "Service default/echo:http, node port"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the replay of both nodes' files does not say %q:\n%s", want, out)
-		}
-	}
-	t.Logf("%d flight files; replayed together, the findings:\n%s", len(files), findingLines(string(out)))
+	return string(out)
 }
 
 // findingLines are the lines of replay's text output that tell findings
@@ -149,5 +176,24 @@ func flightFiles(t *testing.T, pod, dir string) []string {
 		if time.Now().After(deadline) {
 			t.Fatalf("no flight file in %s after %s", pod, cluster.Patience)
 		}
+	}
+}
+
+// requireFindingLogged: the recorder's log (JSON lines) has the finding of
+// rule about pod as a line of its own, and says which of the files fetched
+// holds it.
+func requireFindingLogged(t *testing.T, log, rule, pod string, fetched []string) {
+	t.Helper()
+	var found, filed bool
+	for _, l := range strings.Split(log, "\n") {
+		var line struct{ Rule, Pod, File, Message string }
+		if json.Unmarshal([]byte(l), &line) != nil {
+			continue
+		}
+		found = found || line.Rule == rule && line.Pod == pod && line.Message != ""
+		filed = filed || line.File != "" && slices.ContainsFunc(fetched, func(f string) bool { return filepath.Base(f) == filepath.Base(line.File) })
+	}
+	if !found || !filed {
+		t.Errorf("the log has the %s finding about %s: %v; names a file fetched (%v): %v; log:\n%s", rule, pod, found, fetched, filed, log)
 	}
 }

@@ -172,6 +172,9 @@ func runDaemonSetArgs(t *testing.T, args []string) {
 	dir := t.TempDir()
 	var run []string
 	for _, a := range args {
+		// The metrics listen on loopback here, not on the host's
+		// addresses.
+		a = strings.Replace(a, "--metrics=:", "--metrics=127.0.0.1:", 1)
 		run = append(run, strings.ReplaceAll(a, "/var/lib/nettrace", dir))
 	}
 	run = append(run, "--duration", "3s")

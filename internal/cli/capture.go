@@ -18,6 +18,7 @@ import (
 	"github.com/nettrace-dev/nettrace/internal/engine"
 	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/internal/linkmtu"
+	"github.com/nettrace-dev/nettrace/internal/metrics"
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/internal/probe"
@@ -56,12 +57,14 @@ type capture struct {
 	// ct reads the conntrack table for drops conntrack may have decided.
 	ct *ctstat.Reader
 	// mtu reads the MTUs around a packet dropped as too big to forward.
-	mtu     *linkmtu.Reader
-	status  *statusLine
+	mtu    *linkmtu.Reader
+	status *statusLine
 	// apiListed is closed once the Kubernetes API listed pods and nodes,
 	// or gave up for now; nil without an API.
 	apiListed chan struct{}
-	closers   []func()
+	// metrics serves --metrics; nil without.
+	metrics *metrics.Server
+	closers []func()
 }
 
 // captureRules are the rules a capture's findings name: the namespaces'
@@ -113,6 +116,9 @@ func runCapture(log zerolog.Logger, summarize func(output.Summary), f watchFlags
 		c.status = &statusLine{w: os.Stderr}
 	}
 	p := c.pipeline()
+	if err := c.serveMetrics(p); err != nil {
+		return err
+	}
 	run := c.loop(p, !explicitNetns)
 	// Signals are taken before anyone is told nettrace is ready: an
 	// interrupt from then on stops it cleanly.
@@ -330,6 +336,7 @@ func (c *capture) startRecorders() error {
 		// held that long past the window, and then some for long flows.
 		o.Span, o.MaxBytes = o.Before+o.After+f.flowIdle+time.Minute, flightMemory
 		o.Settle = o.Before + f.flowIdle + time.Second
+		o.Written = c.flightWritten
 		flight, err := engine.NewFlightRecorder(o, c.meta, c.sources, func(err error) {
 			log.Error().Err(err).Str("dir", o.Dir).Msg("flight recorder: a finding's window not written")
 		})
@@ -407,6 +414,7 @@ func (c *capture) pipeline() *engine.Pipeline {
 	if c.rules.tracer != nil {
 		o.RuleTracesRead = c.rules.tracer.ReadThrough
 	}
+	c.tellFindings(&o)
 	p := engine.New(o)
 	for _, s := range c.rules.first {
 		p.AddRuleset(s)

@@ -60,6 +60,8 @@ type watchFlags struct {
 	// kubeconfig is the Kubernetes API's client configuration; "" in a
 	// pod is its ServiceAccount, "none" no API.
 	kubeconfig string
+	// metrics is where Prometheus metrics are served; "" for nowhere.
+	metrics string
 }
 
 // captureFlags are the flags of every command that attaches (watch, record).
@@ -83,6 +85,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.Uint32Var(&f.held, "held", probe.DefaultHeldRecords, "with --healthy count: records the kernel holds at once (about 4.9 KB of kernel memory each); past it the oldest go, and a connection in trouble that lacks them is incomplete")
 	fl.StringVar(&netns.CNICacheDir, "cni-cache", netns.CNICacheDir, "where libcni keeps each sandbox's network (containerd, CRI-O, podman): namespaces of Kubernetes pods are named after their pod from it (pod:NAMESPACE/NAME)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "name pods (also those deleted in the last "+kube.Keep.String()+") and nodes from the Kubernetes API with this `FILE`: a read-only list and watch of pods and nodes; in a pod its ServiceAccount is used without it; none: no API")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (host:port, :9476 for every address): findings by rule, namespace and pod; records lost and shed; flows incomplete; nettrace's CPU and memory")
 	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
 	"github.com/nettrace-dev/nettrace/pkg/trace"
 )
@@ -30,12 +31,16 @@ type FlightOptions struct {
 	Settle time.Duration
 	// MaxBytes bounds the memory the held events take.
 	MaxBytes int
+	// Written is told of each file written, with the flows of the
+	// findings it holds; on the writing goroutine.
+	Written func(path string, flows []uint64)
 }
 
 // flightFinding is a finding the pipeline reports, for the flight
 // recorder: its flow's first and last event times.
 type flightFinding struct {
 	rule       string
+	finding    *explain.Finding
 	flow       uint64
 	start, end uint64
 }
@@ -49,6 +54,7 @@ type heldEvent struct {
 // flightDump is a window being written: its events, and the file.
 type flightDump struct {
 	first      flightFinding
+	flows      []uint64 // of the findings it holds
 	from, till uint64
 }
 
@@ -152,10 +158,11 @@ func (f *FlightRecorder) add(x flightFinding) {
 	for i := range f.pending {
 		if p := &f.pending[i]; from <= p.till && till >= p.from {
 			p.from, p.till = min(p.from, from), max(p.till, till)
+			p.flows = append(p.flows, x.flow)
 			return
 		}
 	}
-	f.pending = append(f.pending, flightDump{first: x, from: from, till: till})
+	f.pending = append(f.pending, flightDump{first: x, flows: []uint64{x.flow}, from: from, till: till})
 }
 
 // dump hands a window's events to the writing goroutine.
@@ -184,6 +191,9 @@ func (f *FlightRecorder) dump(d flightDump) {
 			for f.o.Keep > 0 && len(files) > f.o.Keep {
 				os.Remove(files[0])
 				files = files[1:]
+			}
+			if f.o.Written != nil {
+				f.o.Written(path, d.flows)
 			}
 		}
 		f.writing <- files

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -11,8 +12,8 @@ import (
 // a finding never rests on a record that may be missing.
 type lossWait struct {
 	losses     *flow.Losses
-	unsure     []*flow.Flow // waiting, in the order they ended
-	incomplete uint64       // flows that lacked records
+	unsure     []*flow.Flow  // waiting, in the order they ended
+	incomplete atomic.Uint64 // flows that lacked records; read by the metrics' goroutine
 	// recorded is when a loss count last went to the recording.
 	recorded time.Time
 }
@@ -48,7 +49,7 @@ func (w *lossWait) mark(f *flow.Flow) {
 		return
 	}
 	if f.LostAround = w.losses.Around(f); f.LostAround > 0 {
-		w.incomplete++
+		w.incomplete.Add(1)
 	}
 }
 

@@ -34,6 +34,7 @@ type Pipeline struct {
 	detail         explain.Detail
 	rec            *trace.Recorder
 	flight         *FlightRecorder
+	found          func(Found)
 	flightKept     []string // the flight recorder's files, at the end
 	showEvents     bool
 	limit          uint64
@@ -109,13 +110,15 @@ type Options struct {
 	// Summarize is given the run's summary at its end, to say it in the
 	// diagnostics' format; nil writes it to stderr as text.
 	Summarize func(output.Summary)
+	// Found is told of each finding, on the goroutine that writes flows.
+	Found func(Found)
 }
 
 // New starts a pipeline: with deferred flows (events not shown as they
 // come), its explaining and writing goroutines, which Finish ends.
 func New(o Options) *Pipeline {
 	p := &Pipeline{sources: o.Sources, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
-		findingsByRule: map[string]uint64{}, clocks: o.Clocks, summarize: o.Summarize,
+		findingsByRule: map[string]uint64{}, clocks: o.Clocks, summarize: o.Summarize, found: o.Found,
 		rules: ruleFeed{history: o.Rulesets, changes: o.RuleChanges, traces: o.RuleTraces, changed: o.RulesChanged, read: o.RuleTracesRead}}
 	if o.Losses != nil {
 		p.losses = &lossWait{losses: o.Losses}
@@ -228,7 +231,7 @@ func (p *Pipeline) deliver(f *flow.Flow) {
 // writeFlow counts a rendered flow's finding and writes its text, on the
 // render stage's writing goroutine.
 func (p *Pipeline) writeFlow(y renderedFlow) {
-	p.countFinding(flightFinding{rule: y.rule, flow: y.id, start: y.start, end: y.end})
+	p.countFinding(flightFinding{rule: y.rule, finding: y.finding, flow: y.id, start: y.start, end: y.end})
 	p.out.writeFlow(y)
 }
 
@@ -294,11 +297,22 @@ func (p *Pipeline) countFinding(x flightFinding) {
 	if p.flight != nil {
 		p.flight.finding(x)
 	}
+	if p.found != nil {
+		p.found(Found{Finding: x.finding, Flow: x.flow, Start: x.start})
+	}
+}
+
+// Found is a finding as it is told beyond the run's output (Options.Found):
+// to the log and the metrics, where a cluster looks.
+type Found struct {
+	Finding *explain.Finding
+	Flow    uint64
+	Start   uint64 // its flow's first event, kernel time
 }
 
 // show counts a finished flow's finding and writes the flow.
 func (p *Pipeline) show(f *flow.Flow, r *explain.Report) error {
-	p.countFinding(flightFinding{rule: r.Rule(), flow: f.ID, start: f.Start, end: f.End})
+	p.countFinding(flightFinding{rule: r.Rule(), finding: r.Found(), flow: f.ID, start: f.Start, end: f.End})
 	if r == nil || p.out.w == nil {
 		return nil
 	}
@@ -402,7 +416,7 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	if p.flight != nil {
 		p.flightKept = p.flight.close()
 	}
-	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findingsByRule, Incomplete: p.incomplete(),
+	sum := output.Summary{Events: p.Counts(), Records: p.records, Lost: lost, Shed: shed, Duration: d, Flows: p.corr.Stats(), Findings: p.findingsByRule, Incomplete: p.Incomplete(),
 		Clocks: p.clocks, Gate: p.gate}
 	p.summarize(sum)
 	switch {
@@ -420,12 +434,13 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	return sum
 }
 
-// incomplete counts the flows records were lost around.
-func (p *Pipeline) incomplete() uint64 {
+// Incomplete counts the flows records were lost around so far; safe from
+// any goroutine.
+func (p *Pipeline) Incomplete() uint64 {
 	if p.losses == nil {
 		return 0
 	}
-	return p.losses.incomplete
+	return p.losses.incomplete.Load()
 }
 
 // GateCounted gives the summary the kernel gate's final counts.

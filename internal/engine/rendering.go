@@ -45,9 +45,10 @@ type endedFlow struct {
 // renderedFlow is what is left to do of the n-th flow to end: count its
 // finding and write its text.
 type renderedFlow struct {
-	n, at uint64
-	rule  string // of its finding; "" for none
-	text  []byte // nil when not shown
+	n, at   uint64
+	rule    string           // of its finding; "" for none
+	finding *explain.Finding // nil for none
+	text    []byte           // nil when not shown
 	// what the flight recorder needs of a flow with a finding
 	id, start, end uint64
 }
@@ -112,7 +113,7 @@ func (s *renderStage) render(r flowRenderer) {
 		room := x.f.Decode(s.rooms.get())
 		y := renderedFlow{n: x.n, at: x.at, id: x.f.ID, start: x.f.Start, end: x.f.End}
 		report := s.explain(x.f)
-		y.rule = report.Rule()
+		y.rule, y.finding = report.Rule(), report.Found()
 		if r != nil && report != nil {
 			y.text = r.AppendFlow(s.texts.get()[:0], x.f, report)
 		}

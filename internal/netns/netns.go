@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -249,6 +250,13 @@ func Do(path string, fn func() error) error {
 type Namer struct {
 	mu    sync.Mutex
 	names map[uint32]string
+	// provisional are the namespaces named since the run began after their
+	// name under /run/netns (a runtime's cni-UUID), a process or their
+	// inode: a pod's sandbox exists, with traffic, before its runtime's CNI
+	// call writes libcni's cache, and its pod's name, once there, replaces
+	// theirs. lastLook is when the cache was last read for them.
+	provisional map[uint32]bool
+	lastLook    time.Time
 	// pods is replaced, never changed: readers take it without the lock.
 	pods atomic.Pointer[podTable]
 }
@@ -263,7 +271,7 @@ type podTable struct {
 // NewNamer starts with the given targets' names, a pod's name (Pods)
 // before its runtime's name for its namespace.
 func NewNamer(targets []Target) *Namer {
-	n := &Namer{names: map[uint32]string{}}
+	n := &Namer{names: map[uint32]string{}, provisional: map[uint32]bool{}}
 	n.pods.Store(&podTable{names: map[netip.Addr]string{}})
 	n.learnPods()
 	n.learn(targets)
@@ -281,6 +289,12 @@ func (n *Namer) PodAddresses() (uint64, map[netip.Addr]string) {
 // the pods' addresses as libcni's cache has them now.
 func (n *Namer) learnPods() {
 	pods := cniPods()
+	for _, t := range podTargets(pods) {
+		if n.provisional[t.Inode] {
+			n.names[t.Inode] = t.Name
+			delete(n.provisional, t.Inode)
+		}
+	}
 	n.learn(podTargets(pods))
 	if addrs, old := podAddresses(pods), n.pods.Load(); !maps.Equal(addrs, old.names) {
 		n.pods.Store(&podTable{gen: old.gen + 1, names: addrs})
@@ -293,7 +307,9 @@ func (n *Namer) learnPods() {
 // among the processes' namespaces (a container's or a CNI's cni-<uuid>,
 // which has no useful name, is named by the process in it, "nginx[4121]"),
 // and is its inode only when neither has it: it has no process left.
-// Whatever it is called the first time, it keeps for the run.
+// Whatever it is called the first time, it keeps for the run, but that
+// its pod's name replaces these once libcni's cache has the pod (looked
+// for at most once a second).
 func (n *Namer) Name(ino uint32) string {
 	if ino == 0 {
 		return ""
@@ -301,19 +317,38 @@ func (n *Namer) Name(ino uint32) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s, ok := n.names[ino]; ok {
+		if n.provisional[ino] && time.Since(n.lastLook) > time.Second {
+			n.lastLook = time.Now()
+			n.learnPods()
+			s = n.names[ino]
+		}
 		return s
 	}
 	n.learnPods()
-	n.learn(Named())
 	if _, ok := n.names[ino]; !ok {
-		n.learn(processes(func(ino uint32) bool { _, known := n.names[ino]; return !known }))
+		n.learnProvisional(Named())
+	}
+	if _, ok := n.names[ino]; !ok {
+		n.learnProvisional(processes(func(ino uint32) bool { _, known := n.names[ino]; return !known }))
 	}
 	s, ok := n.names[ino]
 	if !ok {
 		s = fmt.Sprintf("netns:%d", ino)
 		n.names[ino] = s
+		n.provisional[ino] = true
 	}
 	return s
+}
+
+// learnProvisional names the targets' namespaces that have no name yet,
+// until their pods' names come.
+func (n *Namer) learnProvisional(targets []Target) {
+	for _, t := range targets {
+		if _, ok := n.names[t.Inode]; !ok {
+			n.names[t.Inode] = t.Name
+			n.provisional[t.Inode] = true
+		}
+	}
 }
 
 // learn names the targets' namespaces that have no name yet.

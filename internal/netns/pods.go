@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // CNICacheDir is where libcni, the CNI library container runtimes call
@@ -47,6 +48,23 @@ func (c *cniCacheEntry) netns() string {
 	return ""
 }
 
+// varRun and its target: runtimes write a sandbox's namespace as
+// /var/run/netns/NAME (containerd 1.6), which in a container whose root is
+// not the host's (nettrace's own image, which mounts only /run/netns) is
+// not there; on a host /var/run is a link to /run.
+var varRun, runDir = "/var/run/", "/run/"
+
+// sandboxPath is where the namespace at a path a runtime wrote is, with
+// its inode (0 when it is gone), also where /var/run is not the host's.
+func sandboxPath(path string) (string, uint32) {
+	if ino, err := inode(path); err == nil || !strings.HasPrefix(path, varRun) {
+		return path, ino
+	}
+	at := runDir + strings.TrimPrefix(path, varRun)
+	ino, _ := inode(at)
+	return at, ino
+}
+
 // cniPod is a Kubernetes pod found in libcni's cache.
 type cniPod struct {
 	name  string // namespace/name
@@ -73,7 +91,7 @@ func cniPods() []cniPod {
 		if pod.name == "" {
 			continue
 		}
-		pod.inode, _ = inode(pod.netns)
+		pod.netns, pod.inode = sandboxPath(pod.netns)
 		for _, ip := range c.Result.IPs {
 			// containerd sets up each sandbox's lo through libcni too: its
 			// 127.0.0.1 is every pod's.

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestPods: libcni's cache names a pod's namespace (found by its inode)
@@ -48,7 +50,13 @@ func TestPods(t *testing.T) {
 	// names it; and the sandbox's lo, whose address is no pod's.
 	loopback := `{"kind": "cniCacheV1", "networkName": "cni-loopback", "cniArgs": [["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "cart"]],
 		"result": {"interfaces": [{"name": "lo", "sandbox": %q}], "ips": [{"interface": 0, "address": "127.0.0.1/8"}]}}`
-	if err := os.WriteFile(filepath.Join(CNICacheDir, "cni-loopback-ghi-lo"), fmt.Appendf(nil, loopback, ns2), 0o600); err != nil {
+	// Its sandbox written as /var/run/netns/..., where /var/run is not the
+	// host's (a container's root): found where it is, under /run.
+	wasVarRun, wasRun := varRun, runDir
+	varRun, runDir = filepath.Join(dir, "var-run")+"/", dir+"/"
+	t.Cleanup(func() { varRun, runDir = wasVarRun, wasRun })
+	written := varRun + filepath.Base(ns2)
+	if err := os.WriteFile(filepath.Join(CNICacheDir, "cni-loopback-ghi-lo"), fmt.Appendf(nil, loopback, written), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Read before the live pod's entry, which takes 10.88.7.3 from it.
@@ -85,5 +93,31 @@ func TestPods(t *testing.T) {
 	}
 	if !maps.Equal(addrs, wantAddrs) {
 		t.Errorf("pod addresses %v, want %v", addrs, wantAddrs)
+	}
+}
+
+// A pod's sandbox has traffic before its runtime's CNI call writes
+// libcni's cache: its namespace is first named after a process in it,
+// and after its pod once the cache has it.
+func TestPodNameReplacesAProcessName(t *testing.T) {
+	was := CNICacheDir
+	CNICacheDir = t.TempDir()
+	t.Cleanup(func() { CNICacheDir = was })
+	ino, err := inode("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := NewNamer(nil)
+	first := n.Name(ino)
+	if strings.HasPrefix(first, "pod:") {
+		t.Fatalf("named %q before the cache has a pod", first)
+	}
+	entry := `{"kind": "cniCacheV1", "netns": "/proc/self/ns/net", "cniArgs": [["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "late"]], "result": {"ips": []}}`
+	if err := os.WriteFile(filepath.Join(CNICacheDir, "cbr0-late-eth0"), []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.lastLook = time.Time{} // the look a second later
+	if name := n.Name(ino); name != "pod:shop/late" {
+		t.Errorf("named %q after the cache named its pod (first %q)", name, first)
 	}
 }

@@ -68,3 +68,11 @@ func (r *Report) Rule() string {
 	}
 	return r.Finding.Rule
 }
+
+// Found is the report's finding; nil for none, or no report.
+func (r *Report) Found() *Finding {
+	if r == nil {
+		return nil
+	}
+	return r.Finding
+}

@@ -33,7 +33,7 @@ type Writer struct {
 	bw      *bufio.Writer
 	out     io.Writer // bw, or the Recorder's chunk
 	names   Namer
-	netns   map[uint32]bool
+	netns   map[uint32]string // the names written
 	symbols map[uint64]bool
 	podGen  uint64 // the generation of the pod addresses written
 	nodeGen uint64 // and of the node addresses
@@ -61,7 +61,7 @@ func Create(path string, meta Meta, names Namer) (*Writer, error) {
 }
 
 func newWriter(names Namer) *Writer {
-	return &Writer{names: names, netns: map[uint32]bool{}, symbols: map[uint64]bool{},
+	return &Writer{names: names, netns: map[uint32]string{}, symbols: map[uint64]bool{},
 		scratch: make([]byte, event.RecordSize+event.MaxIPv6Block+maxPacket)}
 }
 
@@ -112,9 +112,10 @@ func (w *Writer) record(typ byte, payload []byte) error {
 // Event appends an event, preceded by the names it needs that the
 // recording does not have yet.
 func (w *Writer) Event(e *event.Event) error {
-	if e.Netns != 0 && !w.netns[e.Netns] {
-		w.netns[e.Netns] = true
-		name := w.names.NetnsName(e.Netns)
+	// A namespace's name may change once (a pod's replacing a process's):
+	// the recording then carries the new one from there on.
+	if name := w.names.NetnsName(e.Netns); e.Netns != 0 && w.netns[e.Netns] != name {
+		w.netns[e.Netns] = name
 		p := binary.LittleEndian.AppendUint32(nil, e.Netns)
 		if err := w.record(recNetns, append(p, name...)); err != nil {
 			return err

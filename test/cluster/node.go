@@ -26,9 +26,13 @@ var kubeletTunables = []struct{ path, value string }{
 
 // holderScript makes the node's mount namespace (unshare's, slave to the
 // host's so that nothing mounted in it reaches the host), then sleeps: the
-// node's components join it through the holder's pid.
+// node's components join it through the holder's pid. Its own file systems
+// are shared, as systemd makes a node's: a pod's namespace that containerd
+// mounts under /run/netns reaches the containers that mount /run/netns
+// with HostToContainer propagation (nettrace's DaemonSet) also when the pod
+// came after them.
 const holderScript = `set -e
-for d in /run /var/lib /var/log; do mount -t tmpfs nettrace-cluster "$d"; done
+for d in /run /var/lib /var/log; do mount -t tmpfs nettrace-cluster "$d"; mount --make-rshared "$d"; done
 i=0
 for kv in $TUNABLES; do
 	i=$((i+1)); f=$DIR/tunable-$i
