@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/output"
+	ntrace "github.com/nettrace-dev/nettrace/pkg/trace"
 	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
@@ -315,13 +316,13 @@ func TestReplayBadInput(t *testing.T) {
 	}
 	pcap := []byte{0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0}
 	newer := append([]byte(nil), data...)
-	newer[8] = 9
+	newer[8] = ntrace.Version + 1
 	tests := []struct {
 		name, path, want string
 		code             int
 	}{
 		{"truncated", write("cut.ntrace", data[:len(data)-7]), "ends inside a record", 3},
-		{"newer version", write("newer.ntrace", newer), "offset 8: format version 9 is newer", 3},
+		{"newer version", write("newer.ntrace", newer), fmt.Sprintf("offset 8: format version %d is newer", ntrace.Version+1), 3},
 		{"random bytes", write("random.ntrace", []byte("random bytes, not a recording at all")), "offset 0: not a nettrace recording", 3},
 		{"tcpdump pcap", write("dump.pcap", pcap), "offset 0: this is a pcap capture", 3},
 		{"empty", write("empty.ntrace", nil), "offset 0: empty file", 3},
