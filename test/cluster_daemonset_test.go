@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/test/cluster"
 )
 
@@ -77,8 +78,11 @@ func recorderPods(t *testing.T, client kubernetes.Interface) map[string]string {
 
 // podLog is a nettrace pod's log as the API serves it, "" when it has none
 // yet.
-func podLog(client kubernetes.Interface, pod string) string {
-	b, err := client.CoreV1().Pods("nettrace").GetLogs(pod, &corev1.PodLogOptions{}).Do(context.Background()).Raw()
+func podLog(client kubernetes.Interface, pod string) string { return logOf(client, "nettrace", pod) }
+
+// logOf is a pod's log as the API serves it, "" when it has none yet.
+func logOf(client kubernetes.Interface, namespace, pod string) string {
+	b, err := client.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{}).Do(context.Background()).Raw()
 	if err != nil {
 		return ""
 	}
@@ -104,16 +108,8 @@ func TestClusterDaemonSet(t *testing.T) {
 	svc, podIP := s.make(t, client)
 	nodePort := fmt.Sprint(svc.Spec.Ports[0].NodePort)
 	waitListed(t, node1.Netns, "--dport "+nodePort+" ", "default/echo")
-	errs := dialAll(t, cluster.Underlay, net.JoinHostPort(node1.IP, nodePort), 8, 3*time.Second)
-	failed := 0
-	for _, err := range errs {
-		if err != nil {
-			failed++
-		}
-	}
-	if failed == 0 {
-		t.Fatal("every client connected despite the full accept queue")
-	}
+	target := net.JoinHostPort(node1.IP, nodePort)
+	callFailing(t, target)
 	var files []string
 	for node, pod := range pods {
 		dir := filepath.Join(t.TempDir(), node)
@@ -124,7 +120,7 @@ func TestClusterDaemonSet(t *testing.T) {
 		// own namespace, node-2's the pod's namespace, named from its
 		// libcni cache, which the DaemonSet mounts.
 		want := map[string]string{node1.Name: "(Service default/echo:http, node port) was DNATed to " + podIP + ":8080 (pod default/echo-7c9f) in self PREROUTING",
-			node2.Name: "reached the listening socket in netns pod:default/echo-7c9f"}[node]
+			node2.Name: "reached the listening socket 0.0.0.0:8080 in netns pod:default/echo-7c9f"}[node]
 		if out := replay(t, fetched...); !strings.Contains(out, want) {
 			t.Errorf("%s's files do not say %q:\n%s", node, want, findingLines(out))
 		}
@@ -144,6 +140,106 @@ func TestClusterDaemonSet(t *testing.T) {
 		}
 	}
 	t.Logf("%d flight files; replayed together, the findings:\n%s", len(files), findingLines(out))
+	debugNode(t, client, node1, nodePort, target)
+	requireGoneNamespaceLetGo(t, client, node2, s.pod)
+}
+
+// requireGoneNamespaceLetGo deletes pod and requires that, once it is
+// gone, no nettrace holds its network namespace open: a recorder that
+// runs for days sees thousands of pods come and go.
+func requireGoneNamespaceLetGo(t *testing.T, client kubernetes.Interface, node cluster.Node, pod string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := client.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("pod %s: %v", pod, err)
+	}
+	path, err := cluster.PodNetns(node, p.Status.ContainerStatuses[0].ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Readlink(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods("default").Delete(ctx, pod, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var holders []string
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(2 * time.Second) {
+		holders = holders[:0]
+		fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+		for _, fd := range fds {
+			if l, err := os.Readlink(fd); err == nil && l == held {
+				comm, _ := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(fd)), "comm"))
+				holders = append(holders, strings.TrimSpace(string(comm))+" "+fd)
+			}
+		}
+		if len(holders) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s of deleted pod %s still held open %s later by: %v", held, pod, cluster.Patience, holders)
+		}
+	}
+}
+
+// callFailing has eight clients outside the cluster call target at once,
+// and requires that some time out.
+func callFailing(t *testing.T, target string) {
+	t.Helper()
+	failed := 0
+	for _, err := range dialAll(t, cluster.Underlay, target, 8, 3*time.Second) {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("every client connected despite the full accept queue")
+	}
+}
+
+// debugNode runs deploy/README.md's kubectl debug recipe on node: nettrace
+// watch in a debugging pod with deploy/debug-profile.json, the node's
+// root at /host. While it watches the clients fail again, and its output
+// names the finding.
+func debugNode(t *testing.T, client kubernetes.Interface, node cluster.Node, nodePort, target string) {
+	t.Helper()
+	out := kubectl(t, "debug", "node/"+node.Name, "--image=nettrace:dev", "--profile=general", "--custom=../deploy/debug-profile.json",
+		"--", "nettrace", "watch", "--netns", "all", "--cni-cache", "/host/var/lib/cni/results", "--duration", "45s", "-o", "json", "port "+nodePort)
+	m := regexp.MustCompile(`pod (node-debugger-\S+) `).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("kubectl debug made no pod it names: %s", out)
+	}
+	pod := m[1]
+	t.Cleanup(func() { client.CoreV1().Pods("default").Delete(context.Background(), pod, metav1.DeleteOptions{}) })
+	for deadline := time.Now().Add(cluster.Patience); !strings.Contains(logOf(client, "default", pod), "watching"); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nettrace in %s not watching after %s: %s", pod, cluster.Patience, logOf(client, "default", pod))
+		}
+	}
+	callFailing(t, target)
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(2 * time.Second) {
+		p, err := client.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
+		if err == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not done after %s (%v)", pod, cluster.Patience, err)
+		}
+	}
+	log := logOf(client, "default", pod)
+	var objects []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, `{"type":`) {
+			objects = append(objects, l)
+		}
+	}
+	tr := parseTrace(t, []byte(strings.Join(objects, "\n")))
+	if !slices.ContainsFunc(tr.explanations, func(x output.JSONExplanation) bool { return x.Rule == "syn-dropped-at-listener" }) {
+		t.Fatalf("kubectl debug's nettrace names no syn-dropped-at-listener; its log:\n%s", log)
+	}
+	t.Logf("kubectl debug node/%s: %d findings, the first: %s", node.Name, len(tr.explanations), tr.explanations[0].Summary)
 }
 
 // replay replays recordings as one, in text.

@@ -62,6 +62,10 @@ type capture struct {
 	// apiListed is closed once the Kubernetes API listed pods and nodes,
 	// or gave up for now; nil without an API.
 	apiListed chan struct{}
+	// rescans counts the looks for new namespaces; watched are the
+	// namespaces watched since the first.
+	rescans int
+	watched map[uint32]bool
 	// metrics serves --metrics; nil without.
 	metrics *metrics.Server
 	closers []func()
@@ -119,7 +123,7 @@ func runCapture(log zerolog.Logger, summarize func(output.Summary), f watchFlags
 	if err := c.serveMetrics(p); err != nil {
 		return err
 	}
-	run := c.loop(p, !explicitNetns)
+	run := c.loop(p, !explicitNetns || containsString(f.netns, "all"))
 	// Signals are taken before anyone is told nettrace is ready: an
 	// interrupt from then on stops it cleanly.
 	sig := make(chan os.Signal, 1)
@@ -455,28 +459,6 @@ func (c *capture) loop(p *engine.Pipeline, rescan bool) *engine.Capture {
 		run.Rescan = c.rescan
 	}
 	return run
-}
-
-// rescan watches the namespaces named since the last look.
-func (c *capture) rescan() {
-	for _, t := range netns.Named() {
-		if err := c.tr.WatchNamespace(t); err != nil {
-			c.log.Warn().Err(err).Str("netns", t.Name).Msg("new namespace not watched")
-		}
-		if c.syn != nil {
-			c.syn.AddNamespace(t)
-		}
-		if c.ct != nil {
-			c.ct.AddNamespace(t)
-			c.mtu.AddNamespace(t)
-		}
-		if c.rules.watcher != nil {
-			c.rules.watcher.Add(t)
-		}
-		if c.rules.tracer != nil {
-			c.rules.tracer.Add(t)
-		}
-	}
 }
 
 // finish ends the pipeline with the kernel's final counts and says what

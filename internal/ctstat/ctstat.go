@@ -68,6 +68,12 @@ func (r *Reader) AddNamespace(t netns.Target) {
 	}
 }
 
+// ForgetNamespace stops reading a namespace that is gone.
+func (r *Reader) ForgetNamespace(ino uint32) {
+	r.watched.Remove(ino)
+	delete(r.base, ino)
+}
+
 // Complete writes the conntrack table into a netfilter drop of a packet
 // without an entry, in a watched namespace. Other events are left as
 // they are.

@@ -73,6 +73,9 @@ func New(targets []netns.Target, reasonName func(uint32) string) *Reader {
 // AddNamespace starts watching a namespace.
 func (r *Reader) AddNamespace(t netns.Target) { r.watched.Add(t) }
 
+// ForgetNamespace stops reading a namespace that is gone.
+func (r *Reader) ForgetNamespace(ino uint32) { r.watched.Remove(ino) }
+
 // Complete writes the MTUs around a too-big drop in a watched namespace
 // into it. Other events are left as they are.
 func (r *Reader) Complete(e *event.Event) {

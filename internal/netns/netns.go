@@ -21,6 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// SelfPath is the path of nettrace's own namespace.
+const SelfPath = "/proc/self/ns/net"
+
 // RunDir is where iproute2 and CNI plugins bind-mount named namespaces.
 const RunDir = "/run/netns"
 
@@ -76,7 +79,7 @@ func current() (Target, error) {
 	if err != nil {
 		return Target{}, fmt.Errorf("read own network namespace: %w", err)
 	}
-	return Target{Name: selfName(ino), Path: "/proc/self/ns/net", Inode: ino}, nil
+	return Target{Name: selfName(ino), Path: SelfPath, Inode: ino}, nil
 }
 
 // processes lists the namespaces processes are in for which want is true,
@@ -103,6 +106,10 @@ func processes(want func(ino uint32) bool) []Target {
 	}
 	return out
 }
+
+// Processes lists the namespaces the processes are in, each named after
+// the process that best tells what lives there.
+func Processes() []Target { return processes(func(uint32) bool { return true }) }
 
 // processName is "comm[pid]", as ps and the kernel's own messages name a
 // process.

@@ -1,5 +1,7 @@
 package netns
 
+import "slices"
+
 // Watched is the set of namespaces a point's user-space part reads, each
 // entered by its path, known by its inode (the events' netns), in the
 // order they were added. The zero value is empty.
@@ -19,6 +21,15 @@ func (w *Watched) Add(t Target) bool {
 	w.paths[t.Inode] = t.Path
 	w.order = append(w.order, t.Inode)
 	return true
+}
+
+// Remove stops watching the namespace of an inode (gone).
+func (w *Watched) Remove(ino uint32) {
+	if _, ok := w.paths[ino]; !ok {
+		return
+	}
+	delete(w.paths, ino)
+	w.order = slices.DeleteFunc(w.order, func(i uint32) bool { return i == ino })
 }
 
 // Path is where to enter the namespace of an inode; false when it is not

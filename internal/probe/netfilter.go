@@ -303,6 +303,16 @@ func (s *netfilterSet) attachments() []Attachment {
 	return all
 }
 
+// detach unlinks the programs from a namespace that is gone.
+func (s *netfilterSet) detach(ino uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns := s.spaces[ino]; ns != nil {
+		closeAll(ns.links)
+		delete(s.spaces, ino)
+	}
+}
+
 // close stops following conntrack and unlinks everything.
 func (s *netfilterSet) close() {
 	s.wakeups.Close()
@@ -330,6 +340,20 @@ func (t *Tracer) WatchNamespace(ns netns.Target) error {
 	if t.opts.RestrictNetns {
 		if err := t.maps["watched_netns"].Put(ns.Inode, uint8(1)); err != nil {
 			return fmt.Errorf("watch netns %s: %w", ns.Name, err)
+		}
+	}
+	return nil
+}
+
+// ForgetNamespace lets go of a namespace that is gone: its netfilter
+// links, and its place among the watched.
+func (t *Tracer) ForgetNamespace(ino uint32) error {
+	if t.netfilter != nil {
+		t.netfilter.detach(ino)
+	}
+	if t.opts.RestrictNetns {
+		if err := t.maps["watched_netns"].Delete(ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("forget netns %d: %w", ino, err)
 		}
 	}
 	return nil

@@ -77,6 +77,16 @@ func (t *Tracer) Add(target netns.Target) {
 	t.wg.Go(func() { s.read(t) })
 }
 
+// Forget stops tracing a namespace that is gone (its table went with it).
+func (t *Tracer) Forget(ino uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.spaces[ino]; s != nil {
+		s.close()
+		delete(t.spaces, ino)
+	}
+}
+
 // Invalidate says a namespace's ruleset changed: rule positions are read
 // again.
 func (t *Tracer) Invalidate(ino uint32) {

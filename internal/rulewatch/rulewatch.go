@@ -42,7 +42,7 @@ type Watcher struct {
 	wg       sync.WaitGroup
 	report   func(error)
 	mu       sync.Mutex
-	closers  []func() error
+	closers  map[uint32][]func() error // by namespace
 	closed   bool
 	followed map[uint32]bool // namespaces by inode
 }
@@ -54,7 +54,8 @@ func Start(targets []netns.Target, report func(error)) (*Watcher, []ruleset.Snap
 	if _, err := exec.LookPath("iptables-save"); err != nil {
 		return nil, nil, ErrNoIptablesSave
 	}
-	w := &Watcher{changes: make(chan ruleset.Snapshot, 64), done: make(chan struct{}), report: report, followed: map[uint32]bool{}}
+	w := &Watcher{changes: make(chan ruleset.Snapshot, 64), done: make(chan struct{}), report: report, followed: map[uint32]bool{},
+		closers: map[uint32][]func() error{}}
 	var unique []netns.Target
 	for _, t := range targets {
 		if !w.followed[t.Inode] {
@@ -126,11 +127,26 @@ func (w *Watcher) Close() {
 	close(w.done)
 	w.mu.Lock()
 	w.closed = true
-	for _, c := range w.closers {
-		c()
+	for _, cs := range w.closers {
+		for _, c := range cs {
+			c()
+		}
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
+}
+
+// Forget stops following a namespace that is gone: the file it held open
+// would keep the namespace, with all it holds, in the kernel.
+func (w *Watcher) Forget(ino uint32) {
+	w.mu.Lock()
+	cs := w.closers[ino]
+	delete(w.closers, ino)
+	delete(w.followed, ino)
+	w.mu.Unlock()
+	for _, c := range cs {
+		c()
+	}
 }
 
 // read runs iptables-save and ip6tables-save (when the host has it) in a
@@ -262,7 +278,7 @@ func (w *Watcher) follow(t netns.Target, text string) {
 		f.Close()
 		return
 	}
-	w.closers = append(w.closers, mon.Close, conn.CloseLasting, f.Close)
+	w.closers[t.Inode] = append(w.closers[t.Inode], mon.Close, conn.CloseLasting, f.Close)
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {

@@ -79,6 +79,12 @@ func (w *Watcher) AddNamespace(t netns.Target) {
 	}
 }
 
+// ForgetNamespace stops watching a namespace that is gone.
+func (w *Watcher) ForgetNamespace(ino uint32) {
+	w.watched.Remove(ino)
+	delete(w.counters, ino)
+}
+
 // Observe feeds one event. SYNs arriving (at INPUT, or received by a
 // device: the nat point reports INPUT only in namespaces with NAT hooks
 // when it probes the NAT function) become pending; a reset leaving the
