@@ -140,7 +140,7 @@ func TestClusterDaemonSet(t *testing.T) {
 		}
 	}
 	t.Logf("%d flight files; replayed together, the findings:\n%s", len(files), findingLines(out))
-	debugNode(t, client, node1, nodePort, target)
+	debugNode(t, client, node2, nodePort, target, "reached the listening socket 0.0.0.0:8080 in netns pod:default/echo-7c9f")
 	requireGoneNamespaceLetGo(t, client, node2, s.pod)
 }
 
@@ -202,8 +202,9 @@ func callFailing(t *testing.T, target string) {
 // debugNode runs deploy/README.md's kubectl debug recipe on node: nettrace
 // watch in a debugging pod with deploy/debug-profile.json, the node's
 // root at /host. While it watches the clients fail again, and its output
-// names the finding.
-func debugNode(t *testing.T, client kubernetes.Interface, node cluster.Node, nodePort, target string) {
+// names the finding as want says it: the pods of the node named from its
+// libcni cache, read under /host.
+func debugNode(t *testing.T, client kubernetes.Interface, node cluster.Node, nodePort, target, want string) {
 	t.Helper()
 	out := kubectl(t, "debug", "node/"+node.Name, "--image=nettrace:dev", "--profile=general", "--custom=../deploy/debug-profile.json",
 		"--", "nettrace", "watch", "--netns", "all", "--cni-cache", "/host/var/lib/cni/results", "--duration", "45s", "-o", "json", "port "+nodePort)
@@ -236,8 +237,10 @@ func debugNode(t *testing.T, client kubernetes.Interface, node cluster.Node, nod
 		}
 	}
 	tr := parseTrace(t, []byte(strings.Join(objects, "\n")))
-	if !slices.ContainsFunc(tr.explanations, func(x output.JSONExplanation) bool { return x.Rule == "syn-dropped-at-listener" }) {
-		t.Fatalf("kubectl debug's nettrace names no syn-dropped-at-listener; its log:\n%s", log)
+	if !slices.ContainsFunc(tr.explanations, func(x output.JSONExplanation) bool {
+		return x.Rule == "syn-dropped-at-listener" && strings.Contains(x.Summary, want)
+	}) {
+		t.Fatalf("kubectl debug's nettrace names no syn-dropped-at-listener saying %q; its log:\n%s", want, log)
 	}
 	t.Logf("kubectl debug node/%s: %d findings, the first: %s", node.Name, len(tr.explanations), tr.explanations[0].Summary)
 }

@@ -54,15 +54,40 @@ func (c *cniCacheEntry) netns() string {
 // not there; on a host /var/run is a link to /run.
 var varRun, runDir = "/var/run/", "/run/"
 
-// sandboxPath is where the namespace at a path a runtime wrote is, with
-// its inode (0 when it is gone), also where /var/run is not the host's.
-func sandboxPath(path string) (string, uint32) {
-	if ino, err := inode(path); err == nil || !strings.HasPrefix(path, varRun) {
-		return path, ino
+// hostCacheDir is libcni's cache on a host. A cache read from under
+// another root (kubectl debug node mounts the host's at /host, and is told
+// --cni-cache /host/var/lib/cni/results) names its sandboxes as the host
+// sees them: they are under that root too.
+const hostCacheDir = "/var/lib/cni/results"
+
+// hostRoot is the root CNICacheDir is read from under, "" for the host's.
+func hostRoot() string {
+	root, _ := strings.CutSuffix(filepath.Clean(CNICacheDir), hostCacheDir)
+	if root == filepath.Clean(CNICacheDir) {
+		return ""
 	}
-	at := runDir + strings.TrimPrefix(path, varRun)
-	ino, _ := inode(at)
-	return at, ino
+	return root
+}
+
+// sandboxPath is where the namespace at a path a runtime wrote is, with
+// its inode (0 when it is gone): under the host's root when the cache is
+// read from under one, and also where /var/run is not the host's.
+func sandboxPath(path string) (string, uint32) {
+	candidates := []string{path}
+	if rest, ok := strings.CutPrefix(path, varRun); ok {
+		candidates = append(candidates, runDir+rest)
+	}
+	if root := hostRoot(); root != "" {
+		// The host's view first: the container's own /run is not the
+		// host's, and a path there would be another namespace or none.
+		candidates = append([]string{root + candidates[len(candidates)-1]}, candidates...)
+	}
+	for _, at := range candidates {
+		if ino, err := inode(at); err == nil {
+			return at, ino
+		}
+	}
+	return candidates[0], 0
 }
 
 // cniPod is a Kubernetes pod found in libcni's cache.

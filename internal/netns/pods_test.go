@@ -96,6 +96,43 @@ func TestPods(t *testing.T) {
 	}
 }
 
+// Read from under the host's root (kubectl debug node: --cni-cache
+// /host/var/lib/cni/results), a pod's sandbox is found under that root,
+// where the runtime's path names it on the host, /var/run or not, and not
+// at that path in the container reading it.
+func TestPodsUnderHostRoot(t *testing.T) {
+	host := t.TempDir()
+	was, wasVarRun, wasRun := CNICacheDir, varRun, runDir
+	t.Cleanup(func() { CNICacheDir, varRun, runDir = was, wasVarRun, wasRun })
+	CNICacheDir = host + hostCacheDir
+	varRun, runDir = "/var/run/", "/run/"
+	if err := os.MkdirAll(CNICacheDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(host, "run/netns"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var want []Target
+	for i, written := range []string{"/run/netns/cni-host-root-1", "/var/run/netns/cni-host-root-2"} {
+		at := filepath.Join(host, "run/netns", filepath.Base(written))
+		if err := os.WriteFile(at, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ino, err := inode(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"kind": "cniCacheV1", "netns": %q, "cniArgs": [["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "web-%d"]]}`, written, i)
+		if err := os.WriteFile(filepath.Join(CNICacheDir, fmt.Sprint("cbr0-", i)), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, Target{Name: fmt.Sprint("pod:shop/web-", i), Path: at, Inode: ino})
+	}
+	if got := Pods(); !slices.Equal(got, want) {
+		t.Fatalf("pods %+v, want %+v", got, want)
+	}
+}
+
 // A pod's sandbox has traffic before its runtime's CNI call writes
 // libcni's cache: its namespace is first named after a process in it,
 // and after its pod once the cache has it.

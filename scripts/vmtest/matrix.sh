@@ -52,7 +52,11 @@ if [ ${#failed[@]} -gt 0 ]; then
 		# runs failed, then their last lines.
 		sed '/^vmtest: the end of /,$d' "$OUT/$i.out" > "$OUT/$i.failed"
 		grep -E -- '^--- .*(failed|did not finish)|^--- FAIL|^VMTEST RUN FAILED|^lab down:|^panic:|vmtest: FAIL' "$OUT/$i.failed" >&2
-		grep -E -- '_test\.go:[0-9]+:' "$OUT/$i.failed" | tail -15 >&2
+		# Each message with the first lines of its continuation (a
+		# multi-line message's detail is indented deeper than its head).
+		awk '/_test\.go:[0-9]+:/ {print; more = 12; next}
+			more > 0 && /^        / {print; more--; next}
+			{more = 0}' "$OUT/$i.failed" | tail -40 >&2
 	done
 	exit 1
 fi
