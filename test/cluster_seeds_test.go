@@ -18,6 +18,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/test/cluster"
+	"github.com/nettrace-dev/nettrace/test/lab"
 )
 
 // seedService is a seed's Service: a pod of the lab's image serving port
@@ -384,21 +385,133 @@ func TestClusterSeedHairpin(t *testing.T) {
 // and returns the path of its network namespace once it is ready.
 func podNetns(t *testing.T, client kubernetes.Interface, namespace, name string, node cluster.Node) string {
 	t.Helper()
+	p := readyPod(t, client, labPod(namespace, name, node.Name, 8080, map[string]string{"app": name}))
+	path, err := cluster.PodNetns(node, p.Status.ContainerStatuses[0].ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readyPod makes pod and returns it as the API has it once its container
+// is ready.
+func readyPod(t *testing.T, client kubernetes.Interface, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
 	ctx := context.Background()
-	if _, err := client.CoreV1().Pods(namespace).Create(ctx, labPod(namespace, name, node.Name, 8080, map[string]string{"app": name}), metav1.CreateOptions{}); err != nil {
+	if _, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(200 * time.Millisecond) {
-		p, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		p, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready {
-			path, err := cluster.PodNetns(node, p.Status.ContainerStatuses[0].ContainerID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return path
+			return p
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pod %s/%s not ready within %s (%v)", namespace, name, cluster.Patience, err)
+			t.Fatalf("pod %s/%s not ready within %s (%v)", pod.Namespace, pod.Name, cluster.Patience, err)
 		}
 	}
+}
+
+// deletePod deletes a pod and waits until the API has it no more: the
+// kubelet has torn its sandbox down.
+func deletePod(t *testing.T, client kubernetes.Interface, namespace, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(200 * time.Millisecond) {
+		_, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s not gone within %s (%v)", namespace, name, cluster.Patience, err)
+		}
+	}
+}
+
+// seedHostPort is the port seed 003's pods serve on their node, through
+// the CNI portmap plugin.
+const seedHostPort = 8443
+
+// TestClusterSeedStaleHostPort is incident 003 on the real cluster: pod
+// web-a serves hostPort 8443 on node-1 through the CNI portmap plugin,
+// whose CNI-DN chain DNATs the port to the pod. The node's CNI network is
+// renamed while the pod runs, as an upgrade or migration of the network
+// plugin does; the pod is then deleted, and its teardown, made under the
+// new name, does not find its portmap chain, named after the network and
+// the sandbox (containernetworking/plugins#752): the chain stays, ahead of
+// the one portmap writes for web-b, which replaces web-a. A client
+// outside the cluster calling node-1's hostPort is DNATed to the dead
+// pod's address, which no neighbour answers. The twin replaces the pod
+// under an unchanged network: web-b answers.
+//
+// The incident's own cause, containerd stopped during the kubelet's
+// delete, leaves no chain with Debian's containerd 1.6: once it is back,
+// the kubelet asks again and containerd runs the sandbox's CNI DEL again.
+// The state it leaves is the renamed network's, and so is the finding.
+func TestClusterSeedStaleHostPort(t *testing.T) {
+	client := upCluster(t, cluster.Options{})
+	kubeconfig := nettraceKubeconfig(t, client)
+	node1 := cluster.NodeAt(1)
+	target := net.JoinHostPort(node1.IP, fmt.Sprint(seedHostPort))
+	for _, fault := range []bool{false, true} {
+		t.Run(map[bool]string{true: "renamed", false: "healthy"}[fault], func(t *testing.T) {
+			namespace := map[bool]string{true: "default", false: "twin"}[fault]
+			if _, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			dead := readyPod(t, client, hostPortPod(namespace, "web-a", node1.Name)).Status.PodIP
+			waitAnswered(t, cluster.Underlay, target, "web-a")
+			// Started before the pod goes: the API tells it which pod had
+			// the address, and when it went.
+			recording := filepath.Join(t.TempDir(), "seed-003.ntrace")
+			w := startWatch(t, "-w", recording, "--netns", "all", "--kubeconfig", kubeconfig, fmt.Sprint("port ", seedHostPort))
+			if fault {
+				if err := cluster.RenameNetwork(node1, cluster.NetworkName+"-v2"); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					if err := cluster.RenameNetwork(node1, cluster.NetworkName); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			deletePod(t, client, namespace, "web-a")
+			live := readyPod(t, client, hostPortPod(namespace, "web-b", node1.Name)).Status.PodIP
+			t.Cleanup(func() { deletePod(t, client, namespace, "web-b") })
+			if live == dead {
+				t.Fatalf("web-b has web-a's address %s: a stale DNAT would reach it", live)
+			}
+			// The kernel frees a SYN queued for a neighbour that never
+			// answers after its three probes, a second apart.
+			err := dial(t, cluster.Underlay, "", target, 6*time.Second)
+			tr := w.stop(t)
+			x, ok := twinFinding(t, tr, err, fault, "dnat-to-dead-endpoint")
+			if !ok {
+				return
+			}
+			for _, want := range []string{"SYN to " + target, "was DNATed to " + net.JoinHostPort(dead, "8080") + " (pod default/web-a, deleted at ",
+				node1.Netns + " PREROUTING", "neighbour resolution failed", "NEIGH_FAILED"} {
+				if !strings.Contains(x.Summary, want) {
+					t.Errorf("the finding does not say %q: %s", want, x.Summary)
+				}
+			}
+			// The stale CNI-DN chain's DNAT, and the live one's behind it.
+			r := labRun{family: lab.IPv4}
+			r.namedRule(t, x, node1.Netns, "decided", "-j DNAT --to-destination "+net.JoinHostPort(dead, "8080"))
+			r.namedRule(t, x, node1.Netns, "other", "-j DNAT --to-destination "+net.JoinHostPort(live, "8080"))
+			requireSameReplay(t, recording, tr)
+			t.Log(x.Summary)
+		})
+	}
+}
+
+// hostPortPod is a pod of the lab's image on node serving port 8080 as
+// its node's hostPort.
+func hostPortPod(namespace, name, node string) *corev1.Pod {
+	p := labPod(namespace, name, node, 8080, map[string]string{"app": name})
+	p.Spec.Containers[0].Ports[0].HostPort = seedHostPort
+	return p
 }

@@ -136,6 +136,20 @@ struct {
 	__type(value, struct synack_ring);
 } synack_slots SEC(".maps");
 
+/* The namespaces whose leaving SYN-ACKs the nat point notes in
+ * synack_slots (its netfilter programs are linked there), each with the
+ * kernel time from which it does: a SYN consumed without a SYN-ACK noted
+ * is a drop only there, and only once a SYN-ACK sent before the links were
+ * made can no longer be the one it lacks. Elsewhere (a pod's namespace the
+ * programs are not linked in yet) it is reported as reaching the listener,
+ * its answer unseen (NT_SYN_UNOBSERVED). Filled by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} synack_noted SEC(".maps");
+
 /* Listening sockets by namespace and port, learnt from the request sockets
  * of the SYN-ACKs they send, so that a SYN they drop later can be reported
  * with their queues. Values are plain addresses: read with probe reads and

@@ -74,6 +74,7 @@ enum nt_syn_outcome {
 	NT_SYN_DROP_LISTEN_DROPS = 5,  /* user space only: ListenDrops moved, cause unknown */
 	NT_SYN_DROP_UNANSWERED = 6,    /* consumed by a listener without a SYN-ACK; its queues unknown */
 	NT_SYN_COOKIE = 7,             /* SYN queue full: answered with a syncookie, no request kept */
+	NT_SYN_UNOBSERVED = 8,         /* consumed by a listener where SYN-ACKs are not seen yet: answered or not */
 };
 
 /*

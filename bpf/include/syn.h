@@ -135,6 +135,16 @@ static __always_inline __u8 syn_take_answer(const struct nt_tuple *syn, __u32 se
 	return 0;
 }
 
+/* Whether every SYN-ACK that could answer a SYN consumed now in a
+ * namespace was noted: the nat point's programs are linked there
+ * (synack_noted), and were longer ago than a SYN-ACK is matched. */
+static __always_inline bool syn_answers_noted(__u32 netns)
+{
+	__u64 *since = bpf_map_lookup_elem(&synack_noted, &netns);
+
+	return since && bpf_ktime_get_ns() >= *since + SYNACK_WINDOW_NS;
+}
+
 /* The tracepoint method, at consume_skb. Runs before the drop point's
  * handler in the consume site, which forgets the packet's identity. */
 static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
@@ -167,6 +177,8 @@ static __always_inline void syn_at_consume(struct sk_buff *skb, void *location)
 	if (listener)
 		syn_read_queues(listener, &q);
 	outcome = syn_take_answer(&t, seq);
+	if (!outcome && !syn_answers_noted(lk.netns))
+		outcome = NT_SYN_UNOBSERVED; /* its SYN-ACK, if it had one, could not be seen */
 	if (!outcome)
 		outcome = listener ? syn_drop_cause(listener, &q) : NT_SYN_DROP_UNANSWERED;
 	syn_report(listener, skb, outcome, &q);

@@ -63,9 +63,13 @@ type capture struct {
 	// or gave up for now; nil without an API.
 	apiListed chan struct{}
 	// rescans counts the looks for new namespaces; watched are the
-	// namespaces watched since the first.
+	// namespaces watched since the first; sighted those not watched that
+	// events came from since the last look, unfound those a look at every
+	// process did not find (sightings).
 	rescans int
 	watched map[uint32]bool
+	sighted map[uint32]bool
+	unfound map[uint32]bool
 	// metrics serves --metrics; nil without.
 	metrics *metrics.Server
 	closers []func()
@@ -439,6 +443,9 @@ func (c *capture) loop(p *engine.Pipeline, rescan bool) *engine.Capture {
 			c.log.Info().Str("signal", s.String()).Msg("stopping")
 		}}
 	var completers engine.Completers
+	if rescan && containsString(c.f.netns, "all") {
+		completers = append(completers, sightings{c})
+	}
 	if c.syn != nil {
 		completers = append(completers, c.syn)
 		if c.synJudges {

@@ -1,22 +1,31 @@
 package cli
 
-import "github.com/nettrace-dev/nettrace/internal/netns"
+import (
+	"github.com/nettrace-dev/nettrace/internal/netns"
+	"github.com/nettrace-dev/nettrace/pkg/event"
+)
 
 // rescan watches the namespaces that appeared since the last look: the
 // named ones; with --netns all also the pods' (libcni's cache), and every
-// tenth look every process's, a node's thousands of processes being the
-// costly part, when it also lets go of the namespaces gone. An always-on
-// recorder outlives the pods it started with.
+// tenth look, or when events came from a namespace not watched
+// (sightings), every process's, a node's thousands of processes being the
+// costly part; every tenth also lets go of the namespaces gone. An
+// always-on recorder outlives the pods it started with.
 func (c *capture) rescan() {
 	targets := netns.Named()
 	all := containsString(c.f.netns, "all")
 	c.rescans++
-	full := all && c.rescans%10 == 0
+	tenth := all && c.rescans%10 == 0
+	if tenth {
+		clear(c.unfound) // looked for again
+	}
+	full := tenth || (all && len(c.sighted) > 0)
 	if all {
 		targets = append(targets, netns.Pods()...)
 	}
 	if full {
 		targets = append(targets, netns.Processes()...)
+		c.noteUnfound(targets)
 	}
 	if c.watched == nil {
 		c.watched = map[uint32]bool{}
@@ -31,9 +40,44 @@ func (c *capture) rescan() {
 			p.add(t)
 		}
 	}
-	if full {
+	if tenth {
 		c.forgetGone(targets, parts)
 	}
+}
+
+// sightings notes the events that come from a namespace not watched (with
+// --netns all), so that the next look, within a second, finds it among
+// the processes' instead of at the tenth: a pod's namespace is then
+// watched a second or two after its first packets, and its first clients'
+// SYNs, which the kernel's method could not judge before (their SYN-ACKs
+// unseen), are judged from the listener's queues. A namespace no process
+// holds is looked for again at the tenth look only.
+type sightings struct{ c *capture }
+
+func (s sightings) Complete(e *event.Event) {
+	c := s.c
+	if c.watched == nil || e.Netns == 0 || c.watched[e.Netns] || c.unfound[e.Netns] || c.sighted[e.Netns] {
+		return
+	}
+	if c.sighted == nil {
+		c.sighted = map[uint32]bool{}
+	}
+	c.sighted[e.Netns] = true
+}
+
+// noteUnfound keeps the sighted namespaces a look at every process did
+// not find, and forgets the sightings.
+func (c *capture) noteUnfound(found []netns.Target) {
+	for _, t := range found {
+		delete(c.sighted, t.Inode)
+	}
+	if c.unfound == nil {
+		c.unfound = map[uint32]bool{}
+	}
+	for ino := range c.sighted {
+		c.unfound[ino] = true
+	}
+	clear(c.sighted)
 }
 
 // namespacePart is a part of the capture that works per namespace: each

@@ -90,6 +90,7 @@ func processes(want func(ino uint32) bool) []Target {
 	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
 	byInode := map[uint32]int{}
 	var out []Target
+	var pathPids []int // the pid of each target's path
 	for _, p := range procs {
 		ino, err := inode(p)
 		if err != nil || !want(ino) {
@@ -97,11 +98,20 @@ func processes(want func(ino uint32) bool) []Target {
 		}
 		pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
 		t := Target{Name: processName(pid), Path: p, Inode: ino}
-		if i, ok := byInode[ino]; !ok {
+		i, ok := byInode[ino]
+		if !ok {
 			byInode[ino] = len(out)
-			out = append(out, t)
-		} else if better(t.Name, out[i].Name) {
-			out[i] = t
+			out, pathPids = append(out, t), append(pathPids, pid)
+			continue
+		}
+		if better(t.Name, out[i].Name) {
+			out[i].Name = t.Name
+		}
+		// The path is the oldest process's, which lives as long as the
+		// namespace (a pod's sandbox), not the named one's, which may be a
+		// probe's exec gone a second later with the path.
+		if pid < pathPids[i] {
+			out[i].Path, pathPids[i] = p, pid
 		}
 	}
 	return out

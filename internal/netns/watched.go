@@ -10,9 +10,14 @@ type Watched struct {
 	order []uint32
 }
 
-// Add watches t; false when it already was.
+// Add watches t; false when it already was. A namespace watched through a
+// path that no longer leads to it (a process gone) is reached through t's
+// from then on.
 func (w *Watched) Add(t Target) bool {
-	if _, ok := w.paths[t.Inode]; ok {
+	if p, ok := w.paths[t.Inode]; ok {
+		if ino, err := inode(p); err != nil || ino != t.Inode {
+			w.paths[t.Inode] = t.Path
+		}
 		return false
 	}
 	if w.paths == nil {

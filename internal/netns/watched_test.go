@@ -20,3 +20,21 @@ func TestWatchedRemove(t *testing.T) {
 		t.Error("a namespace forgotten is not watched again")
 	}
 }
+
+// A namespace watched through a path gone (its process exited) is reached
+// through the next path found for it; one still there is kept.
+func TestWatchedPathGone(t *testing.T) {
+	ino, err := inode("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w Watched
+	w.Add(Target{Path: "/proc/999999999/ns/net", Inode: ino})
+	if w.Add(Target{Path: "/proc/self/ns/net", Inode: ino}) {
+		t.Error("a namespace watched already was added again")
+	}
+	w.Add(Target{Path: "/proc/thread-self/ns/net", Inode: ino})
+	if p, _ := w.Path(ino); p != "/proc/self/ns/net" {
+		t.Errorf("path %s, want /proc/self/ns/net", p)
+	}
+}

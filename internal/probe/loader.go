@@ -76,7 +76,7 @@ func (s Status) Active() bool { return s.Method != "" }
 // sharedMaps are created once and handed to every object: one ring buffer,
 // one set of followed packets and conntrack entries.
 var sharedMaps = []string{"events", "lost", "tracked_skb", "tracked_ct", "tracked_tuple", "watched_netns", "nat_slots", "tracking",
-	"skb_ids", "synack_slots", "listeners", "journeys", "conns", "held", "held_scratch", "gate_stats"}
+	"skb_ids", "synack_slots", "synack_noted", "listeners", "journeys", "conns", "held", "held_scratch", "gate_stats"}
 
 // Attachment is one program attached somewhere in the kernel: what a
 // packet pays for before any program body runs. Benchmarks attach empty

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/nettrace-dev/nettrace/internal/kernel"
 	"github.com/nettrace-dev/nettrace/internal/netns"
 )
 
@@ -71,6 +72,7 @@ type netfilterSet struct {
 	mu       sync.Mutex
 	programs [nfPrograms]*ebpf.Program
 	changed  *ebpf.Map       // conntrack_changed: where conntrack was found off or started, by namespace
+	noted    *ebpf.Map       // synack_noted: where the programs note SYN-ACKs for the syn point, since when
 	wakeups  *ringbuf.Reader // conntrack_wakeup: a record each time a change is noted
 	spaces   map[uint32]*netfilterNamespace
 	log      zerolog.Logger
@@ -90,14 +92,14 @@ type netfilterNamespace struct {
 }
 
 func newNetfilterSet(coll *ebpf.Collection, log zerolog.Logger) (*netfilterSet, error) {
-	s := &netfilterSet{spaces: map[uint32]*netfilterNamespace{}, log: log, changed: coll.Maps["conntrack_changed"]}
+	s := &netfilterSet{spaces: map[uint32]*netfilterNamespace{}, log: log, changed: coll.Maps["conntrack_changed"], noted: coll.Maps["synack_noted"]}
 	for i, name := range nfProgramNames {
 		if s.programs[i] = coll.Programs[name]; s.programs[i] == nil {
 			return nil, fmt.Errorf("nat object has no program %s", name)
 		}
 	}
-	if s.changed == nil {
-		return nil, errors.New("nat object has no conntrack_changed map")
+	if s.changed == nil || s.noted == nil {
+		return nil, errors.New("nat object has no conntrack_changed or synack_noted map")
 	}
 	wakeups, ok := coll.Maps["conntrack_wakeup"]
 	if !ok {
@@ -142,6 +144,12 @@ func (s *netfilterSet) attach(ns netns.Target) error {
 		return err
 	}
 	s.spaces[ns.Inode] = &netfilterNamespace{target: ns, links: links, attached: attached}
+	// Both sets of links note SYN-ACKs, and relinking keeps one of them
+	// linked throughout: noted from now until detach.
+	if err := s.noted.Put(ns.Inode, kernel.MonotonicNow()); err != nil {
+		// The syn point's tracepoint method then claims no drop there.
+		s.log.Debug().Err(err).Str("netns", ns.Name).Msg("SYN-ACKs not noted")
+	}
 	return nil
 }
 
@@ -310,6 +318,9 @@ func (s *netfilterSet) detach(ino uint32) {
 	if ns := s.spaces[ino]; ns != nil {
 		closeAll(ns.links)
 		delete(s.spaces, ino)
+		if err := s.noted.Delete(ino); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			s.log.Debug().Err(err).Uint32("netns", ino).Msg("SYN-ACKs still counted as noted")
+		}
 	}
 }
 

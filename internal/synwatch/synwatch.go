@@ -185,12 +185,14 @@ func (w *Watcher) Expire(readTo uint64, flush bool, emit func(*event.Event)) {
 	}
 }
 
-// Complete fills in, from sock_diag and the TcpExt counters, the queues of
-// a SYN the kernel saw dropped by a listener it knew nothing of (outcome
-// SYNDropUnanswered): the queue that was full names the cause. The event
+// Complete fills in, from sock_diag and the TcpExt counters, the listener
+// and queues of a SYN the kernel saw consumed by a listener it knew nothing
+// of: dropped without a SYN-ACK (SYNDropUnanswered), or where SYN-ACKs were
+// not seen yet (SYNUnobserved). The queue that was full names the cause; a
+// SYN whose answer was not seen stays unjudged without one. The event
 // keeps its own time. Other events are left as they are.
 func (w *Watcher) Complete(e *event.Event) {
-	if e.Point != event.PointSYN || e.SYN.Outcome != event.SYNDropUnanswered {
+	if e.Point != event.PointSYN || (e.SYN.Outcome != event.SYNDropUnanswered && e.SYN.Outcome != event.SYNUnobserved) {
 		return
 	}
 	path, ok := w.watched.Path(e.Netns)
@@ -209,6 +211,9 @@ func (w *Watcher) Complete(e *event.Event) {
 	if c, err := readNetstat(path); err == nil {
 		delta = c.sub(w.counters[e.Netns])
 		w.counters[e.Netns] = c
+	}
+	if la, ok := netip.AddrFromSlice(l.ID.Source); ok {
+		e.SYN.Listener = netip.AddrPortFrom(la.Unmap(), l.ID.SourcePort)
 	}
 	e.SYN.AcceptQueue, e.SYN.AcceptMax = l.RQueue, l.WQueue
 	e.SYN.ListenDrops, e.SYN.ListenOverfl = delta.listenDrops, delta.listenOverflows

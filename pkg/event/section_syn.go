@@ -29,6 +29,11 @@ const (
 	// Not a drop: the connection is made when the client's ACK returns the
 	// cookie (unless the accept queue is full by then).
 	SYNCookie SYNOutcome = 7
+	// SYNUnobserved: consumed by a listener in a namespace whose SYN-ACKs
+	// were not seen yet (the tracepoint method, before the nat point's
+	// programs were linked there): answered or dropped, nobody can say.
+	// User space completes it from the listener's queues (synwatch).
+	SYNUnobserved SYNOutcome = 8
 )
 
 var synOutcomeNames = map[SYNOutcome]string{
@@ -37,6 +42,7 @@ var synOutcomeNames = map[SYNOutcome]string{
 	SYNDropListenDrops: "dropped by the listener (ListenDrops)",
 	SYNDropUnanswered:  "dropped by the listener (no SYN-ACK)",
 	SYNCookie:          "answered with a syncookie (SYN queue full)",
+	SYNUnobserved:      "reached the listener, its answer not seen (the namespace was not watched yet)",
 }
 
 func (o SYNOutcome) String() string {
@@ -47,7 +53,9 @@ func (o SYNOutcome) String() string {
 }
 
 // Dropped says whether the outcome is a drop.
-func (o SYNOutcome) Dropped() bool { return o != SYNQueued && o != SYNCookie && o != 0 }
+func (o SYNOutcome) Dropped() bool {
+	return o != SYNQueued && o != SYNCookie && o != SYNUnobserved && o != 0
+}
 
 // SYN is the payload of a syn event: what a listener did with a SYN, and
 // its queues then.

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -19,6 +20,9 @@ func dnatToDeadEndpoint(f *flow.Flow, n Context) *Finding {
 	for _, p := range f.Packets {
 		if isReply(f, p) && p.Head().Current().Src == endpoint {
 			return nil // it answered
+		}
+		if slices.ContainsFunc(p.Events, func(e event.Event) bool { return e.Point == event.PointSYN }) {
+			return nil // a listener there took the SYN: the address is alive
 		}
 	}
 	var cause *event.Event

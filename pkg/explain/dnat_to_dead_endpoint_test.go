@@ -26,7 +26,16 @@ func TestDNATToDeadEndpoint(t *testing.T) {
 		}
 		return evs
 	}
+	// Each SYN reached a listener there, whose answer the tracepoint method
+	// could not see (the namespace not watched yet): the address is alive.
+	var listened []event.Event
+	for _, e := range noNeigh {
+		listened = append(listened, e)
+		s := fixture.Seq{Now: e.Time}
+		listened = append(listened, fixture.Syn(&s, e.Skb, "p2/eth0", e.Current(), event.SYNUnobserved, 0, 0))
+	}
 	runRule(t, dnatToDeadEndpoint, []ruleCase{
+		{"a listener took the SYNs", listened, false, nil},
 		{"neighbour discovery failed", reasonless(fixture.NeighInvalidate), true, []string{"neighbour resolution failed",
 			"freed by neigh_invalidate+0x7e without a reason, 2 packets"}},
 		{"reasonless drop elsewhere", reasonless(0xffffffff81000000), true, []string{"nothing came back after 2 SYNs"}},

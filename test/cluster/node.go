@@ -80,21 +80,15 @@ func (n Node) containerdSocket() string { return filepath.Join(n.dir(), "contain
 // reference plugins, and flannel's.
 func cniBinDir() string { return filepath.Join(StateDir, "cni-bin") }
 
-// startContainerd runs Debian's containerd with its CRI plugin on the node.
-// kube-flannel's CNI configuration (cni-conf.json) is the node's network:
-// the flannel plugin reads flanneld's subnet file and delegates to the
-// bridge plugin, hairpin mode on.
+// startContainerd runs Debian's containerd with its CRI plugin on the node,
+// kube-flannel's CNI configuration its network (writeConflist).
 func startContainerd(n Node, holder int) error {
-	netd := filepath.Join(n.dir(), "net.d")
-	conflist := `{"name": "cbr0", "cniVersion": "0.3.1", "plugins": [
-	{"type": "flannel", "delegate": {"hairpinMode": true, "isDefaultGateway": true}},
-	{"type": "portmap", "capabilities": {"portMappings": true}}]}`
-	if err := writeFile(filepath.Join(netd, "10-flannel.conflist"), conflist); err != nil {
+	if err := writeConflist(n, NetworkName); err != nil {
 		return err
 	}
 	config := filepath.Join(n.dir(), "containerd.toml")
 	err := writeFile(config, ContainerdConfig{Root: "/var/lib/containerd", State: "/run/containerd", Socket: n.containerdSocket(),
-		Opt: filepath.Join(n.dir(), "opt"), SandboxImage: PauseImage, CNIBinDir: cniBinDir(), CNIConfDir: netd}.TOML())
+		Opt: filepath.Join(n.dir(), "opt"), SandboxImage: PauseImage, CNIBinDir: cniBinDir(), CNIConfDir: filepath.Dir(conflistPath(n))}.TOML())
 	if err != nil {
 		return err
 	}

@@ -171,6 +171,14 @@ func Down() error {
 	if err := removeCgroups(); err != nil {
 		errs = append(errs, err)
 	}
+	// The host's end of the API server's link first: a veth whose peer's
+	// namespace is deleted goes with it, but only once the kernel's
+	// namespace cleanup gets to it, which a busy machine delays.
+	if exec.Command("ip", "link", "show", hostAPILink).Run() == nil {
+		if out, err := exec.Command("ip", "link", "del", hostAPILink).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", hostAPILink, err, bytes.TrimSpace(out)))
+		}
+	}
 	for _, ns := range Namespaces() {
 		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("ip netns del %s: %v: %s", ns, err, bytes.TrimSpace(out)))
