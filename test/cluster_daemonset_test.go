@@ -116,10 +116,10 @@ func TestClusterDaemonSet(t *testing.T) {
 		fetched := flightFiles(t, pod, dir)
 		files = append(files, fetched...)
 		// Each node's recorder tells what happened on its node: node-1's
-		// the DNAT of the Service's node port in its own namespace,
-		// node-2's the pod's namespace, named from its libcni cache, which
-		// the DaemonSet mounts.
-		want := map[string]string{node1.Name: "was DNATed to " + podIP + ":8080 (pod default/echo-7c9f) in self PREROUTING",
+		// the DNAT of the Service's node port by kube-proxy's rules in its
+		// own namespace, node-2's the pod's namespace, named from its
+		// libcni cache, which the DaemonSet mounts.
+		want := map[string]string{node1.Name: "(Service default/echo:http, node port) was DNATed to " + podIP + ":8080 (pod default/echo-7c9f) in self PREROUTING",
 			node2.Name: "reached the listening socket 0.0.0.0:8080 in netns pod:default/echo-7c9f"}[node]
 		if out := replay(t, fetched...); !strings.Contains(out, want) {
 			t.Errorf("%s's files do not say %q:\n%s", node, want, findingLines(out))

@@ -140,7 +140,7 @@ struct {
  * synack_slots (its netfilter programs are linked there), each with the
  * kernel time from which it does: a SYN consumed without a SYN-ACK noted
  * is a drop only there, and only once a SYN-ACK sent before the links were
- * made can no longer be the one it lacks. Elsewhere (a pod's namespace the
+ * made can no longer be the one it lacks (syn_answers_noted). Elsewhere (a pod's namespace the
  * programs are not linked in yet) it is reported as reaching the listener,
  * its answer unseen (NT_SYN_UNOBSERVED). Filled by user space. */
 struct {

@@ -135,14 +135,19 @@ static __always_inline __u8 syn_take_answer(const struct nt_tuple *syn, __u32 se
 	return 0;
 }
 
+/* A SYN-ACK is sent in the softirq that then consumes its SYN, within
+ * microseconds (a millisecond under TCG): a SYN consumed this long after
+ * the links were noted cannot have had its SYN-ACK sent before them. */
+#define SYN_NOTED_GUARD_NS 50000000ULL
+
 /* Whether every SYN-ACK that could answer a SYN consumed now in a
  * namespace was noted: the nat point's programs are linked there
- * (synack_noted), and were longer ago than a SYN-ACK is matched. */
+ * (synack_noted), since before the SYN-ACK could have been sent. */
 static __always_inline bool syn_answers_noted(__u32 netns)
 {
 	__u64 *since = bpf_map_lookup_elem(&synack_noted, &netns);
 
-	return since && bpf_ktime_get_ns() >= *since + SYNACK_WINDOW_NS;
+	return since && bpf_ktime_get_ns() >= *since + SYN_NOTED_GUARD_NS;
 }
 
 /* The tracepoint method, at consume_skb. Runs before the drop point's

@@ -285,12 +285,14 @@ func (w *Watcher) follow(t netns.Target, text string) {
 		defer w.wg.Done()
 		last := text
 		var quiet <-chan time.Time
+		var changed uint64 // when the kernel last told of a change
 		for {
 			select {
 			case _, ok := <-events:
 				if !ok {
 					return
 				}
+				changed = kernel.MonotonicNow()
 				quiet = time.After(settle)
 			case <-quiet:
 				quiet = nil
@@ -303,6 +305,10 @@ func (w *Watcher) follow(t netns.Target, text string) {
 					continue // rewritten unchanged
 				}
 				last = s.Text + s.Text6 + s.Native
+				// In force since the change, not since it was read: a
+				// packet the new rules decided in the settle time and the
+				// read's (a loaded node's seconds) is attributed to them.
+				s.Time = changed
 				select {
 				case w.changes <- s:
 				case <-w.done:
