@@ -35,6 +35,9 @@ have runc || need+=(runc)
 # podman builds nettrace's image (scripts/image.sh) and runs it, for the
 # test that proves the privileges deploy/ documents.
 have podman || need+=(podman)
+# Chromium opens the HTML report headless, in the test that checks what a
+# browser shows of it (test/html_test.go) and in scripts/bench/html-page.sh.
+have chromium || need+=(chromium)
 if [ "${1:-}" = bench ]; then
 	have iperf3 || need+=(iperf3)
 	have tcpdump || need+=(tcpdump)

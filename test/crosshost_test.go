@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,8 +21,12 @@ import (
 // one recording's namespaces and entering the other's), with the finding
 // named once, and places their clocks (one kernel's here, so the bounds
 // the packets give must hold the true offset, zero). The healthy twin
-// gives no finding.
+// gives no finding. The failing twin's recordings, replayed as one page, open in the
+// browser with both nodes' namespaces on the flow's diagram
+// (requirePageDrawsReport; NETTRACE_SCREENSHOTS keeps it as
+// merged-two-nodes.png).
 func TestOneTimelineFromTwoRecorders(t *testing.T) {
+	b := startBrowser(t)
 	twins(t, "snat-missing", func(t *testing.T, name string, healthy bool) {
 		sc := upLab(t, name)
 		dir := t.TempDir()
@@ -30,7 +35,7 @@ func TestOneTimelineFromTwoRecorders(t *testing.T) {
 		var watches []*watch
 		for i, namespaces := range halves {
 			rec := filepath.Join(dir, []string{"node1.ntrace", "node2.ntrace"}[i])
-			args := []string{"-w", rec}
+			args := []string{"-w", rec, "--node-name", nodeNames[i]}
 			for _, ns := range namespaces {
 				args = append(args, "--netns", ns)
 			}
@@ -67,8 +72,19 @@ func TestOneTimelineFromTwoRecorders(t *testing.T) {
 		requireAlignedWithinBounds(t, skewLog)
 		requireClockSummarized(t, merged)
 		requireCausalOrder(t, merged)
+		if !healthy {
+			dom := requirePageDrawsReport(t, b, recordings, "merged-two-nodes", true)
+			for _, f := range dom.Flows {
+				if f.Rule != "" && !slices.Equal(f.Hosts, nodeNames) {
+					t.Errorf("flow %s's diagram groups its lifelines under %q, want %q", f.ID, f.Hosts, nodeNames)
+				}
+			}
+		}
 	})
 }
+
+// nodeNames are what the two recorders call their hosts (--node-name).
+var nodeNames = []string{"node-1", "node-2"}
 
 // replayMerged replays recordings together, and returns what replay
 // logged of their clocks.

@@ -42,6 +42,8 @@ type labRun struct {
 	// warnings are watch's (logWarnings): records lost, programs the
 	// kernel skipped.
 	warnings []string
+	// recording is the run's, removed when the test ends.
+	recording string
 }
 
 // runOptions say how a scenario is run and watched.
@@ -140,7 +142,8 @@ func runLab(t *testing.T, name, filter string, o runOptions, watchArgs ...string
 			t.Fatal(err)
 		}
 	}
-	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, sc.HostVeths, insertFailed, tr.attached["nat"], tr.warnings}
+	return labRun{outs, noise, tr.events, tr.flows, tr.explanations, tr.summary, slices.Contains(watchArgs, "--rules"), sc.Nft != nil, sc.Family, sc.HostVeths, insertFailed, tr.attached["nat"], tr.warnings,
+		recording}
 }
 
 func (r labRun) results() map[lab.Result]int {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -157,8 +158,10 @@ func runCapture(log zerolog.Logger, summarize func(output.Summary), f watchFlags
 // check validates the flags that need no privilege, and compiles the
 // filter and the forced methods.
 func (f watchFlags) check(expr string) (*filter.Program, map[string]probe.Method, error) {
-	if f.format != "text" && f.format != "json" && f.format != "none" {
-		return nil, nil, usageError{fmt.Errorf("-o %q: want text or json", f.format)}
+	if f.format != "none" {
+		if err := checkFormat(f.format, f.events); err != nil {
+			return nil, nil, err
+		}
 	}
 	if f.fileSize > 0 && f.write == "" {
 		return nil, nil, usageError{errors.New("--file-size splits a recording: it needs -w FILE")}
@@ -262,7 +265,10 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 		log.Warn().Msg("--healthy count: " + err.Error())
 	}
 	log.Info().Int("namespaces", len(c.targets)).Str("filter", c.expr).Dur("attach", c.tr.AttachTime).Msg("watching")
-	host, _ := os.Hostname()
+	host := f.nodeName
+	if host == "" {
+		host, _ = os.Hostname()
+	}
 	mono, wall, anchorErr, err := kernel.ClockAnchor()
 	if err != nil {
 		return err
@@ -282,6 +288,17 @@ func (c *capture) attach(forced map[string]probe.Method, restrict bool) error {
 		c.sources.RuleTraces = c.rules.traces.Pass
 	}
 	return nil
+}
+
+// about is what an HTML page says of the run: this host, its kernel and
+// points, and the namespaces watched from the start.
+func (c *capture) about() output.About {
+	a := output.About{Recordings: []trace.Meta{c.meta}}
+	for _, t := range c.targets {
+		a.Namespaces = append(a.Namespaces, c.names.NetnsName(t.Inode))
+	}
+	slices.Sort(a.Namespaces)
+	return a
 }
 
 // announceReady writes the ready file once every available point is
@@ -415,7 +432,8 @@ func (c *capture) pipeline() *engine.Pipeline {
 	}
 	o := engine.Options{Format: f.format, Timelines: f.timelines, Events: f.events, Limit: f.count, FlowIdle: f.flowIdle,
 		MaxFlows: f.maxFlows, MaxPackets: f.maxPkts, Names: c.names, Sources: c.sources, Recorder: c.rec, Flight: c.flight, Stdout: out, Colour: colour,
-		Rulesets: &c.rules.history, RuleTraces: c.rules.toRecord, RulesChanged: c.rules.changed, Losses: &flow.Losses{}, Summarize: c.summarize}
+		Rulesets: &c.rules.history, RuleTraces: c.rules.toRecord, RulesChanged: c.rules.changed, Losses: &flow.Losses{}, Summarize: c.summarize,
+		About: c.about()}
 	if c.rules.watcher != nil {
 		o.RuleChanges = c.rules.watcher.Changes()
 	}

@@ -79,6 +79,7 @@ its last complete record; replay then says where it ends and exits with 3.
 		Example: `  nettrace replay incident.ntrace
   nettrace replay --timelines all incident.ntrace 'port 80'
   nettrace replay node1.ntrace node2.ntrace -o json 'host 10.96.0.10'
+  nettrace replay node1.ntrace node2.ntrace -o html > incident.html   # open it in a browser
   ssh node1 cat /var/tmp/node.ntrace | nettrace replay -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,8 +87,8 @@ its last complete record; replay then says where it ends and exits with 3.
 			if err != nil {
 				return err
 			}
-			if format != "text" && format != "json" {
-				return usageError{fmt.Errorf("-o %q: want text or json", format)}
+			if err := checkFormat(format, events); err != nil {
+				return err
 			}
 			if err := checkFlowFlags(flowIdle, maxFlows, maxPackets); err != nil {
 				return err
@@ -121,13 +122,28 @@ its last complete record; replay then says where it ends and exits with 3.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&format, "output", "o", "text", "output format: text or json")
+	fl.StringVarP(&format, "output", "o", "text", formatHelp)
 	timelinesFlag(fl, &timelines)
 	eventsFlag(fl, &events)
 	fl.DurationVar(&flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events (a connection whose sockets all closed: 1s, or this if shorter)")
 	fl.IntVar(&maxFlows, "max-flows", flow.DefaultConfig.MaxFlows, "flows kept at once; past it the oldest ends early (counted)")
 	fl.IntVar(&maxPackets, "max-packets", flow.DefaultConfig.MaxPackets, "packets kept per flow; later ones are counted, not kept")
 	return cmd
+}
+
+// formatHelp describes -o.
+const formatHelp = "output format: text, json, or html (one page, written at the end: each flow with a finding drawn as a sequence diagram)"
+
+// checkFormat checks -o, and that --events goes with a format that shows
+// events as they come.
+func checkFormat(format string, events bool) error {
+	switch {
+	case format != "text" && format != "json" && format != "html":
+		return usageError{fmt.Errorf("-o %q: want text, json or html", format)}
+	case format == "html" && events:
+		return usageError{errors.New("--events shows events as they come, in text or json; -o html draws the flows at the end")}
+	}
+	return nil
 }
 
 // logGaps warns of the parts missing between the parts of a split

@@ -60,6 +60,8 @@ type watchFlags struct {
 	// kubeconfig is the Kubernetes API's client configuration; "" in a
 	// pod is its ServiceAccount, "none" no API.
 	kubeconfig string
+	// nodeName is what recordings call this host.
+	nodeName string
 	// metrics is where Prometheus metrics are served; "" for nowhere.
 	metrics string
 }
@@ -85,6 +87,7 @@ func captureFlags(fl *pflag.FlagSet, f *watchFlags) {
 	fl.Uint32Var(&f.held, "held", probe.DefaultHeldRecords, "with --healthy count: records the kernel holds at once (about 4.9 KB of kernel memory each); past it the oldest go, and a connection in trouble that lacks them is incomplete")
 	fl.StringVar(&netns.CNICacheDir, "cni-cache", netns.CNICacheDir, "where libcni keeps each sandbox's network (containerd, CRI-O, podman): namespaces of Kubernetes pods are named after their pod from it (pod:NAMESPACE/NAME); under a mounted host root (/host/var/lib/cni/results), its sandboxes are found under that root")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "name pods (also those deleted in the last "+kube.Keep.String()+") and nodes from the Kubernetes API with this `FILE`: a read-only list and watch of pods and nodes; in a pod its ServiceAccount is used without it; none: no API")
+	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "what recordings call this host, and a replay of several names their namespaces after (default: $NODE_NAME, which the DaemonSet sets to the node's name, else the host name)")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (host:port, :9476 for every address): findings by rule, namespace and pod; records lost and shed; flows incomplete; nettrace's CPU and memory")
 	fl.BoolVar(&f.rules, "rules", false, "name rules as the kernel traces them: adds an nftables table \""+ruletrace.TableName+"\" to each watched namespace, removed at exit (also if killed)")
 }
@@ -103,7 +106,8 @@ did to each of its packets; a flow where nothing went wrong is one line
 (--timelines all shows it whole, --timelines findings not at all). With
 -o json the same flows are JSON objects, one a line (a flow where nothing
 went wrong: its packets without their steps); --events adds every event
-as it comes, in text or JSON.
+as it comes, in text or JSON. With -o html, watch writes one page when it
+ends: an overview, and each flow with a finding as a sequence diagram.
 
 FILTER: host, net, port, portrange, src/dst, tcp, udp, icmp, ip,
 and/or/not (&&, ||, !), parentheses. Empty: every IPv4 packet.
@@ -128,6 +132,7 @@ changes. Without --rules nothing in any ruleset changes at all.`,
   nettrace watch --netns n1 --netns n2 -o json 'net 10.244.0.0/16' > flows.jsonl
   nettrace watch -o json --events --timelines all 'port 53' > everything.jsonl
   nettrace watch -w incident.ntrace --duration 30s 'port 30285'
+  nettrace watch -o html --duration 60s 'port 30285' > incident.html
   nettrace watch --rules 'tcp and dst port 30285'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -139,7 +144,7 @@ changes. Without --rules nothing in any ruleset changes at all.`,
 	}
 	fl := cmd.Flags()
 	captureFlags(fl, &f)
-	fl.StringVarP(&f.format, "output", "o", "text", "output format: text or json")
+	fl.StringVarP(&f.format, "output", "o", "text", formatHelp)
 	timelinesFlag(fl, &f.timelines)
 	eventsFlag(fl, &f.events)
 	fl.DurationVar(&f.flowIdle, "flow-timeout", flow.DefaultConfig.Idle, "a flow ends (and is explained) after this long without events (a connection whose sockets all closed: 1s, or this if shorter)")

@@ -56,6 +56,7 @@ type Pipeline struct {
 	// are known whole or not.
 	losses    *lossWait
 	clocks    []trace.ClockSkew
+	about     output.About
 	summarize func(output.Summary)
 }
 
@@ -71,7 +72,7 @@ type ruleFeed struct {
 
 // Options say what a pipeline does with the events it is given.
 type Options struct {
-	Format     string // text, json or none
+	Format     string // text, json, html or none
 	Timelines  output.Timelines
 	Events     bool // text: also show every event as it comes
 	Limit      uint64
@@ -107,6 +108,8 @@ type Options struct {
 	// clocks were placed as Clocks say (the summary says it again).
 	CrossHost bool
 	Clocks    []trace.ClockSkew
+	// About is what an HTML page says of the recordings or the run.
+	About output.About
 	// Summarize is given the run's summary at its end, to say it in the
 	// diagnostics' format; nil writes it to stderr as text.
 	Summarize func(output.Summary)
@@ -118,7 +121,7 @@ type Options struct {
 // come), its explaining and writing goroutines, which Finish ends.
 func New(o Options) *Pipeline {
 	p := &Pipeline{sources: o.Sources, rec: o.Recorder, flight: o.Flight, showEvents: o.Events, limit: o.Limit,
-		findingsByRule: map[string]uint64{}, clocks: o.Clocks, summarize: o.Summarize, found: o.Found,
+		findingsByRule: map[string]uint64{}, clocks: o.Clocks, about: o.About, summarize: o.Summarize, found: o.Found,
 		rules: ruleFeed{history: o.Rulesets, changes: o.RuleChanges, traces: o.RuleTraces, changed: o.RulesChanged, read: o.RuleTracesRead}}
 	if o.Losses != nil {
 		p.losses = &lossWait{losses: o.Losses}
@@ -133,7 +136,7 @@ func New(o Options) *Pipeline {
 	var renderer func() flowRenderer
 	p.out, renderer = newSink(o)
 	p.detail = o.Timelines.Detail()
-	if p.out.jsonOut {
+	if p.out.jsonOut || p.out.page != nil {
 		p.detail.NATRules = p.detail.Steps
 	}
 	deferred := !p.showEvents
@@ -426,6 +429,8 @@ func (p *Pipeline) Finish(lost, shed map[event.Point]uint64, d time.Duration) ou
 	case p.out.jsonOut:
 		p.out.write(append(SummaryJSON(sum), '\n'))
 		p.fail(p.out.writeErr)
+	case p.out.page != nil:
+		p.fail(p.out.page.Write(p.out.out, sum, p.about, time.Now()))
 	}
 	p.fail(p.out.flush())
 	if p.err != nil {

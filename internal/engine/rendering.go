@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nettrace-dev/nettrace/internal/output"
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
@@ -49,6 +50,7 @@ type renderedFlow struct {
 	rule    string           // of its finding; "" for none
 	finding *explain.Finding // nil for none
 	text    []byte           // nil when not shown
+	outcome string           // where it ended (output.Outcome)
 	// what the flight recorder needs of a flow with a finding
 	id, start, end uint64
 }
@@ -114,6 +116,9 @@ func (s *renderStage) render(r flowRenderer) {
 		y := renderedFlow{n: x.n, at: x.at, id: x.f.ID, start: x.f.Start, end: x.f.End}
 		report := s.explain(x.f)
 		y.rule, y.finding = report.Rule(), report.Found()
+		if report != nil {
+			y.outcome = output.Outcome(report)
+		}
 		if r != nil && report != nil {
 			y.text = r.AppendFlow(s.texts.get()[:0], x.f, report)
 		}

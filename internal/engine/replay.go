@@ -39,7 +39,11 @@ func OpenRecordings(files []string) (s *trace.Stream, skews []trace.ClockSkew, c
 // StreamNames are the names a stream's recordings keep for the renderers:
 // namespaces, drop reasons, kernel symbols and wall-clock time.
 func StreamNames(s *trace.Stream) output.Names {
-	return output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall}
+	n := output.Names{DropReason: s.ReasonName, Symbol: s.SymbolName, Netns: s.NetnsName, Wall: s.Wall}
+	if s.Merged() {
+		n.Host = s.NetnsHost
+	}
+	return n
 }
 
 // StreamSources are what a stream's recordings keep for the rules: those
@@ -89,6 +93,7 @@ func Replay(s *trace.Stream, prog *filter.Program, o Options) error {
 			return p.err
 		}
 	}
+	p.about = output.About{Recordings: s.Recordings(), Namespaces: s.NetnsNames()}
 	p.Finish(s.Lost(), s.Shed(), time.Duration(last-first))
 	return p.err
 }

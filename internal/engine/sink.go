@@ -15,9 +15,10 @@ type sink struct {
 	out io.Writer
 	// buffered holds what is written as events come, until flush.
 	buffered *bufio.Writer
-	w        output.Writer // nil: nothing on stdout (record)
-	jw       *jsonLines    // JSON with events among the flows
-	jsonOut  bool          // -o json
+	w        output.Writer    // nil: nothing on stdout (record)
+	jw       *jsonLines       // JSON with events among the flows
+	jsonOut  bool             // -o json
+	page     *output.HTMLPage // -o html: written at the end
 	// brief, when healthy flows are shown as one line, bounds how many
 	// such lines are written a second.
 	brief *briefLines
@@ -56,6 +57,10 @@ func newSink(o Options) (*sink, func() flowRenderer) {
 		}
 		flows := output.JSONFlows{Names: o.Names, Timelines: o.Timelines}
 		return k, func() flowRenderer { return flows }
+	case "html":
+		k.page = output.NewHTMLPage()
+		flows := &output.HTMLFlows{Names: o.Names, All: o.Timelines == output.TimelinesAll}
+		return k, func() flowRenderer { return flows.Copy() }
 	case "text":
 		text := output.NewText(out, o.Names)
 		text.Colour = o.Colour
@@ -82,6 +87,10 @@ func (k *sink) write(b []byte) {
 // writeFlow writes a rendered flow's text, unless the brief lines' bound
 // leaves a healthy flow out.
 func (k *sink) writeFlow(y renderedFlow) {
+	if k.page != nil {
+		k.page.Add(y.id, y.finding, y.text, y.outcome)
+		return
+	}
 	if y.text == nil {
 		return
 	}

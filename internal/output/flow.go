@@ -28,6 +28,10 @@ type JSONStep struct {
 	// NetfilterRules, on a nat step of a connection's first packet, are
 	// the rules that decided it, when the namespace's ruleset is known.
 	NetfilterRules []JSONNetfilterRule `json:"netfilter_rules,omitempty"`
+	// Lost says the packet was lost at this step: dropped (not in the
+	// kernel's ordinary work), or dropped by the listener it reached
+	// (explain.Step.Lost).
+	Lost bool `json:"lost,omitempty"`
 }
 
 // JSONPacket is one packet of a flow.
@@ -149,7 +153,7 @@ type JSONNetfilterRule struct {
 func (n Names) step(f *flow.Flow, e *event.Event, rs explain.Step) JSONStep {
 	s := JSONStep{OffsetUS: float64(int64(e.Time)-int64(f.Start)) / 1e3, Netns: n.netns(e.Netns), Dev: e.Ifname.String(),
 		Point: e.Point.String(), Kind: e.Kind.String(), Hook: e.Hook.String(), What: rs.What, Tuple: NewJSONTuple(e.Tuple),
-		NetfilterRules: n.jsonRules(rs.NATRules)}
+		NetfilterRules: n.jsonRules(rs.NATRules), Lost: rs.Lost}
 	if e.HasInner() {
 		s.Tuple, s.Outer = NewJSONTuple(e.Inner), NewJSONTuple(e.Tuple)
 	}

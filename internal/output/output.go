@@ -20,6 +20,9 @@ type Names struct {
 	DropReason func(uint32) string
 	Symbol     func(uint64) string
 	Netns      func(uint32) string
+	// Host names the host a namespace is on, where flows cross hosts (a
+	// replay of several recordings); nil where they do not.
+	Host func(uint32) string
 	// Wall converts a CLOCK_MONOTONIC timestamp to wall-clock time.
 	Wall func(uint64) time.Time
 }

@@ -92,8 +92,7 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 				continue
 			}
 			e := &p.Events[k]
-			red := e.Point == event.PointDrop && (rp.Ordinary == "" || k < len(p.Events)-1)
-			b = t.appendStep(b, c, f.Start, e, s.Timeline, red)
+			b = t.appendStep(b, c, f.Start, e, s.Timeline, s.Lost)
 			if fd != nil {
 				b = appendRules(b, fd.NetfilterRules, e)
 			}

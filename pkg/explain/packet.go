@@ -46,6 +46,9 @@ type Step struct {
 	// notable, every one is shown in full.
 	Timeline string
 	Shown    bool
+	// Lost says the packet was lost at this step: dropped (not in the
+	// kernel's ordinary work), or dropped by the listener it reached.
+	Lost bool
 	// NATRules, on a nat step of a connection's first packet, are the
 	// netfilter rules that decided it, when Detail asked for them and the
 	// namespace's ruleset is known.
@@ -97,6 +100,8 @@ func packetSteps(n Context, f *flow.Flow, p *flow.Packet, ordinary string) []Ste
 			dnatIn = append(dnatIn, e.Netns)
 		}
 		s.Timeline, s.Shown = timelineStep(e, s.What, k == len(p.Events)-1, slices.Contains(dnatIn, e.Netns))
+		s.Lost = (e.Point == event.PointDrop && (ordinary == "" || k < len(p.Events)-1)) ||
+			(e.Point == event.PointSYN && e.SYN.Outcome.Dropped())
 		notable = notable || s.Shown
 	}
 	if !notable {

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math/bits"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -343,6 +345,13 @@ func (r *Reader) NetnsName(ino uint32) string {
 	r.names.RLock()
 	defer r.names.RUnlock()
 	return r.netns[ino]
+}
+
+// NetnsNames are the names of the namespaces read so far.
+func (r *Reader) NetnsNames() []string {
+	r.names.RLock()
+	defer r.names.RUnlock()
+	return slices.Collect(maps.Values(r.netns))
 }
 
 // SymbolName names a kernel address as the recording host did. Safe to

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -422,6 +423,49 @@ func (s *Stream) NetnsName(ino uint32) string {
 		return s.netns[ino]
 	}
 	return s.sources[0].netnsName(ino)
+}
+
+// NetnsHost names the host a namespace of a merged stream is on ("" for a
+// stream of one recording, whose namespaces are all its host's).
+func (s *Stream) NetnsHost(ino uint32) string {
+	if !s.multi {
+		return ""
+	}
+	s.names.RLock()
+	k, ok := s.unmapNs[ino]
+	s.names.RUnlock()
+	if !ok {
+		return ""
+	}
+	return s.hostName(int(k[0]))
+}
+
+// Recordings are what each recording of the stream says of itself (its
+// first part's), in the order given.
+func (s *Stream) Recordings() []Meta {
+	metas := make([]Meta, len(s.sources))
+	for i, src := range s.sources {
+		metas[i] = *src.meta()
+	}
+	return metas
+}
+
+// NetnsNames are the names of the namespaces the stream's recordings
+// named so far, sorted, each once (a merged stream's with their hosts').
+func (s *Stream) NetnsNames() []string {
+	var names []string
+	for n, src := range s.sources {
+		for _, r := range src {
+			for _, name := range r.NetnsNames() {
+				if s.multi {
+					name = s.hostName(n) + ":" + name
+				}
+				names = append(names, name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // PodAddresses are the pod addresses of the stream's recordings, the

@@ -1,6 +1,8 @@
 // Command genrec writes a synthetic recording for replay benchmarks: the
 // five incidents and their healthy twins (shaped like the lab's real
-// runs), repeated as distinct connections until it holds N events.
+// runs), repeated as distinct connections until it holds N events; with
+// -failing-every K, the incidents only every K-th round (a node where
+// about one connection in 2K fails).
 package main
 
 import (
@@ -16,10 +18,20 @@ import (
 func main() {
 	out := flag.String("o", "bench.ntrace", "recording to write")
 	n := flag.Int("n", 1_000_000, "events")
+	failingEvery := flag.Int("failing-every", 1, "write the incidents every this many rounds (their healthy twins every round)")
 	flag.Parse()
-	var seqs [][]event.Event
-	for _, healthy := range []bool{false, true} {
-		seqs = append(seqs, fixture.SNATMissing(healthy), fixture.SYNOverflow(healthy), fixture.StaleHostPort(healthy), fixture.Hairpin(healthy))
+	if *failingEvery < 1 {
+		fmt.Fprintln(os.Stderr, "genrec: -failing-every: want at least 1")
+		os.Exit(2)
+	}
+	var failing, healthy [][]event.Event
+	for _, h := range []bool{false, true} {
+		seqs := [][]event.Event{fixture.SNATMissing(h), fixture.SYNOverflow(h), fixture.StaleHostPort(h), fixture.Hairpin(h)}
+		if h {
+			healthy = seqs
+		} else {
+			failing = seqs
+		}
 	}
 	reasons := map[uint32]string{}
 	for k, v := range fixture.ReasonNames {
@@ -34,6 +46,10 @@ func main() {
 	packet[0] = 0x45
 	written := 0
 	for c := 0; written < *n; c++ {
+		seqs := healthy
+		if c%*failingEvery == 0 {
+			seqs = append(failing, healthy...)
+		}
 		for _, seq := range seqs {
 			for _, e := range seq {
 				// Connection c starts 200 µs after c-1: flows overlap and end
