@@ -70,13 +70,9 @@ kube: deps
 vmlinux:
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > vmlinux.h
 
-# kubectl-validate checks the manifests against the Kubernetes API schema
-# it carries (1.30), offline.
-KUBECTL_VALIDATE := sigs.k8s.io/kubectl-validate@v0.0.4
 unit-test: generate
 	scripts/check-tracked.sh
 	go vet ./...
-	go run $(KUBECTL_VALIDATE) --version 1.30 deploy/nettrace-daemonset.yaml
 	go test -count=1 ./pkg/... ./internal/...
 	# The packages where goroutines hand flows and names to each other.
 	go test -count=1 -race ./internal/engine/ ./pkg/flow/ ./pkg/trace/

@@ -133,8 +133,10 @@ func TestClusterDaemonSet(t *testing.T) {
 			t.Errorf("%s's metrics do not count the finding:\n%s", pod, scraped)
 		}
 	}
+	// Replayed as one, each node's namespaces are named after the node
+	// (the DaemonSet gives each recorder its node's name).
 	out := replay(t, files...)
-	for _, want := range []string{"syn-dropped-at-listener", "DNATed to " + podIP + ":8080 (pod default/echo-7c9f)"} {
+	for _, want := range []string{"syn-dropped-at-listener", "DNATed to " + podIP + ":8080 (pod default/echo-7c9f)", "in netns " + node2.Name + ":pod:default/echo-7c9f"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the replay of both nodes' files does not say %q:\n%s", want, out)
 		}

@@ -36,7 +36,7 @@ type HTMLPage struct {
 // The page's bounds on what it holds.
 const (
 	MaxDrawn  = 200
-	MaxListed = 5000
+	MaxListed = 2000
 )
 
 // listedFinding is a finding past those drawn: a line of a table.
