@@ -45,16 +45,6 @@ func (h *HTMLFlows) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte
 	return append(b, w.Bytes()...)
 }
 
-// Outcome says where a flow ended, as a brief timeline says it: the
-// page counts the flows it does not draw by it.
-func Outcome(r *explain.Report) string {
-	last := &r.Packets[len(r.Packets)-1]
-	if last.Ordinary != "" {
-		return last.Ordinary
-	}
-	return last.End
-}
-
 // The diagram's geometry, in pixels.
 const (
 	laneWidth   = 250 // between two lifelines
@@ -125,21 +115,15 @@ func (h *HTMLFlows) layout(f *flow.Flow, r *explain.Report) *diagram {
 	}
 	lanes := h.lanes(d, f)
 	y := headTop + headHeight + rowGap
-	tl := &h.tl
-	if tl.seen == nil {
-		tl.seen = map[string]int{}
-	}
-	clear(tl.seen)
+	h.tl.newFlow()
 	for i, p := range f.Packets {
 		rp := &r.Packets[i]
-		tl.sign(p, rp)
 		at := lanes[p.Events[0].Netns]
-		if first, ok := tl.seen[string(tl.sig)]; ok {
+		if first := h.tl.sameAs(i, p, rp); first > 0 {
 			text := fmt.Sprintf("%s at %s: same path as packet %d", packetName(rp), offset(p.Events[0].Time, f.Start), first)
 			y = d.add(row{Kind: "same", From: at, To: at}, []string{text}, y)
 			continue
 		}
-		tl.seen[string(tl.sig)] = i + 1
 		y = h.packetRows(d, lanes, f, p, rp, i, y)
 	}
 	if f.Unkept > 0 {

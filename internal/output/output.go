@@ -86,3 +86,13 @@ type Summary struct {
 
 // SymbolName names a kernel address.
 func (n Names) SymbolName(addr uint64) string { return n.lookup().SymbolName(addr) }
+
+// Outcome says where a flow ended: a brief timeline's line says it, and
+// the page counts the flows it does not draw by it.
+func Outcome(r *explain.Report) string {
+	last := &r.Packets[len(r.Packets)-1]
+	if last.Ordinary != "" {
+		return last.Ordinary
+	}
+	return last.End
+}

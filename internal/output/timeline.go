@@ -55,23 +55,13 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 	}
 	b = t.appendHeader(b, f, c)
 	if fd == nil && t.Timelines == TimelinesBrief {
-		b = append(b, ": "...)
-		last := &r.Packets[len(r.Packets)-1]
-		if last.Ordinary != "" {
-			return append(append(b, last.Ordinary...), '\n')
-		}
-		return append(append(b, last.End...), '\n')
+		return append(append(append(b, ": "...), Outcome(r)...), '\n')
 	}
 	b = append(b, '\n')
-	tl := &t.tl
-	if tl.seen == nil {
-		tl.seen = map[string]int{}
-	}
-	clear(tl.seen)
+	t.tl.newFlow()
 	for i, p := range f.Packets {
 		rp := &r.Packets[i]
-		tl.sign(p, rp)
-		if first, ok := tl.seen[string(tl.sig)]; ok {
+		if first := t.tl.sameAs(i, p, rp); first > 0 {
 			b = append(b, "  "...)
 			b = appendPacketLabel(b, rp)
 			b = append(b, "  at "...)
@@ -81,7 +71,6 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 			b = append(b, '\n')
 			continue
 		}
-		tl.seen[string(tl.sig)] = i + 1
 		b = append(b, "  "...)
 		b = strconv.AppendInt(b, int64(i+1), 10)
 		b = append(b, ' ')
@@ -108,6 +97,25 @@ func (t *Text) AppendFlow(b []byte, f *flow.Flow, r *explain.Report) []byte {
 		b = appendFinding(b, c, fd)
 	}
 	return append(b, '\n')
+}
+
+// newFlow starts folding a flow's packets.
+func (tl *timeline) newFlow() {
+	if tl.seen == nil {
+		tl.seen = map[string]int{}
+	}
+	clear(tl.seen)
+}
+
+// sameAs says which earlier packet of the flow (numbered from 1) took
+// packet i's path, 0 for none; a packet of a new path is remembered.
+func (tl *timeline) sameAs(i int, p *flow.Packet, rp *explain.Packet) int {
+	tl.sign(p, rp)
+	if first, ok := tl.seen[string(tl.sig)]; ok {
+		return first
+	}
+	tl.seen[string(tl.sig)] = i + 1
+	return 0
 }
 
 // sign makes tl.sig what tells a packet's timeline from another's: its
