@@ -218,10 +218,11 @@ func (d *diagram) add(r row, words []string, y int) int {
 	}
 	r.Wide, r.High = int(float64(longest)*charWidth)+12, len(words)*lineHeight+2
 	r.Under, r.Mid = y+r.High+1, y+r.High/2
-	// A note goes right of its lifeline; on the last lifeline, a note
-	// wider than a lane goes left of it, over the lanes the flow came by.
+	// A note goes right of its lifeline, but for the last lifeline's,
+	// which go left of it, over the lanes the flow came by: the diagram
+	// keeps to the width its lanes need, and a lane's notes to one side.
 	r.BoxX = r.From + 8
-	if last := d.Lanes[len(d.Lanes)-1].X; r.Kind != "arrow" && r.From == last && r.Wide > laneWidth && len(d.Lanes) > 1 {
+	if last := d.Lanes[len(d.Lanes)-1].X; r.Kind != "arrow" && r.From == last && len(d.Lanes) > 1 {
 		r.BoxX = max(4, r.From-8-r.Wide)
 	}
 	right := r.BoxX + r.Wide
