@@ -3,6 +3,7 @@ package output
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -184,23 +185,15 @@ func (h *HTMLFlows) stepRows(d *diagram, f *flow.Flow, e *event.Event, s *explai
 	if d.Finding == nil {
 		return y
 	}
+	// The finding's rules at this step, but those drawn above already: a
+	// NAT's rule is both the step's and the finding's.
 	for _, nr := range d.Finding.NetfilterRules {
-		if nr.At == e.Time && nr.Netns == e.Netns && !hasRule(s.NATRules, nr) {
+		drawn := func(x explain.NetfilterRule) bool { return x.Step() == nr.Step() }
+		if nr.At == e.Time && nr.Netns == e.Netns && !slices.ContainsFunc(s.NATRules, drawn) {
 			y = d.add(row{Kind: "rule", From: x, To: x, What: nr.Step()}, wrap(nr.Step()), y)
 		}
 	}
 	return y
-}
-
-// hasRule says whether rules already hold r (a NAT's rule is both the
-// step's and the finding's).
-func hasRule(rules []explain.NetfilterRule, r explain.NetfilterRule) bool {
-	for _, x := range rules {
-		if x.Step() == r.Step() {
-			return true
-		}
-	}
-	return false
 }
 
 // add places a row of words at y and says where the next one goes; it
@@ -263,7 +256,7 @@ func (h *HTMLFlows) lanes(d *diagram, f *flow.Flow) laneIndex {
 			if _, ok := byHost[host]; !ok {
 				hosts = append(hosts, host)
 			}
-			if !containsNetns(byHost[host], ns) {
+			if !slices.Contains(byHost[host], ns) {
 				byHost[host] = append(byHost[host], ns)
 			}
 		}
@@ -283,15 +276,6 @@ func (h *HTMLFlows) lanes(d *diagram, f *flow.Flow) laneIndex {
 	}
 	d.Width = x - laneWidth/2 + laneMargin
 	return index
-}
-
-func containsNetns(s []uint32, ns uint32) bool {
-	for _, x := range s {
-		if x == ns {
-			return true
-		}
-	}
-	return false
 }
 
 // host is the host a namespace is on; "" when there is one.
