@@ -61,7 +61,7 @@ func recorderPods(t *testing.T, client kubernetes.Interface) map[string]string {
 		if err == nil {
 			clear(byNode)
 			for _, p := range pods.Items {
-				if p.Status.Phase == corev1.PodRunning && strings.Contains(podLog(client, p.Name), "naming pods and nodes from the Kubernetes API") {
+				if p.Status.Phase == corev1.PodRunning && strings.Contains(podLog(client, p.Name), "naming pods, nodes and Services from the Kubernetes API") {
 					byNode[p.Spec.NodeName] = p.Name
 				}
 				last = fmt.Sprintf("%s on %s: %s; log: %s", p.Name, p.Spec.NodeName, p.Status.Phase, podLog(client, p.Name))

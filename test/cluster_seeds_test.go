@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -338,9 +339,20 @@ const loadBalancerIP = "172.21.0.100"
 // The ingress pod answers the client straight over the bridge from its own
 // address, the client resets it, and nettrace names the reply that
 // bypassed the NAT. The twin's policy is Cluster: kube-proxy masquerades
-// the call and the reply comes back through the node.
+// the call and the reply comes back through the node. Both of
+// kube-proxy's modes.
 func TestClusterSeedHairpin(t *testing.T) {
-	client := upCluster(t, cluster.Options{NoProxyClusterCIDR: true})
+	for _, mode := range []cluster.ProxyMode{cluster.IPTables, cluster.NFTables} {
+		t.Run(string(mode), func(t *testing.T) { hairpinSeed(t, mode) })
+	}
+}
+
+// hairpinSeed is TestClusterSeedHairpin with kube-proxy in mode. In
+// nftables mode kube-proxy's chains name the Service but not whether its
+// external or its load-balancer address was called; the API's Service
+// says which.
+func hairpinSeed(t *testing.T, mode cluster.ProxyMode) {
+	client := upCluster(t, cluster.Options{NoProxyClusterCIDR: true, ProxyMode: mode})
 	node1 := cluster.NodeAt(1)
 	sh(t, "ip", "netns", "exec", node1.Netns, "sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0")
 	caller := podNetns(t, client, "default", "client", node1)
@@ -360,7 +372,11 @@ func TestClusterSeedHairpin(t *testing.T) {
 				client.CoreV1().Services(s.namespace).Delete(context.Background(), s.name, metav1.DeleteOptions{})
 			})
 			// The rule of this subtest's Service, not the twin's before it.
-			waitListed(t, node1.Netns, "-d "+loadBalancerIP+"/32", s.namespace+"/"+s.name)
+			if mode == cluster.NFTables {
+				waitNFTListed(t, node1.Netns, loadBalancerIP+" . tcp . 80 ", s.namespace+"/"+s.name)
+			} else {
+				waitListed(t, node1.Netns, "-d "+loadBalancerIP+"/32", s.namespace+"/"+s.name)
+			}
 			recording := filepath.Join(t.TempDir(), "seed-004.ntrace")
 			w := startWatch(t, "-w", recording, "--netns", "all", "--kubeconfig", kubeconfig, "host "+loadBalancerIP)
 			err := dial(t, caller, "", loadBalancerIP+":80", 3*time.Second)
@@ -375,9 +391,46 @@ func TestClusterSeedHairpin(t *testing.T) {
 				}
 			}
 			namedService(t, x, output.JSONService{Namespace: "default", Name: "ingress", Port: "http", Address: "load balancer IP"})
+			if mode == cluster.NFTables {
+				ruleSaysEither(t, x)
+			}
 			requireSameReplay(t, recording, tr)
 			t.Log(x.Summary)
 		})
+	}
+}
+
+// ruleSaysEither requires the DNAT rule behind a finding of nftables
+// mode to name the Service as its chains do, not telling an external IP
+// from a load balancer's: the finding's "load balancer IP" came from the
+// API.
+func ruleSaysEither(t *testing.T, x output.JSONExplanation) {
+	t.Helper()
+	for _, r := range x.NetfilterRules {
+		if r.Role == "decided" && r.Service != nil {
+			if r.Service.Address != "external or load balancer IP" {
+				t.Errorf("kube-proxy's rule %s %s names %+v, want its chain's \"external or load balancer IP\"", r.Chain, r.Text, *r.Service)
+			}
+			return
+		}
+	}
+	t.Errorf("no decided rule of kube-proxy's behind the finding: %+v", x.NetfilterRules)
+}
+
+// waitNFTListed waits until kube-proxy's nftables mode has written a line
+// holding every one of texts into its table on node ns.
+func waitNFTListed(t *testing.T, ns string, texts ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(cluster.Patience); ; time.Sleep(500 * time.Millisecond) {
+		out, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "ip", "kube-proxy").Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			if !slices.ContainsFunc(texts, func(x string) bool { return !strings.Contains(l, x) }) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-proxy wrote no line with %q into its nftables table in %s:\n%s", texts, ns, out)
+		}
 	}
 }
 

@@ -60,7 +60,7 @@ type capture struct {
 	// mtu reads the MTUs around a packet dropped as too big to forward.
 	mtu    *linkmtu.Reader
 	status *statusLine
-	// apiListed is closed once the Kubernetes API listed pods and nodes,
+	// apiListed is closed once the Kubernetes API listed pods, nodes and Services,
 	// or gave up for now; nil without an API.
 	apiListed chan struct{}
 	// rescans counts the looks for new namespaces; watched are the

@@ -49,7 +49,7 @@ func StreamNames(s *trace.Stream) output.Names {
 // StreamSources are what a stream's recordings keep for the rules: those
 // names, rulesets, rule traces, and pod and node addresses.
 func StreamSources(s *trace.Stream) explain.Sources {
-	return explain.Sources{Names: s, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses, Nodes: s.NodeAddresses}
+	return explain.Sources{Names: s, Rulesets: s.Ruleset, RuleTraces: s.RuleTrace, Pods: s.PodAddresses, Nodes: s.NodeAddresses, Services: s.ServiceFrontends}
 }
 
 // replayTickEvery is how many events replay takes between ticks when the

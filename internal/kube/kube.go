@@ -1,9 +1,11 @@
 // Package kube names addresses from the Kubernetes API: the pod that has
 // an address, or had it in the last minutes (so that a DNAT to a dead
 // endpoint names the pod it was for, and when it went away), and the node
-// that has it. It only lists and watches pods and nodes, and keeps of each
-// object the few fields a name needs: on a large cluster the full objects
-// would cost nettrace more memory than its flows.
+// that has it, and the Service that a cluster IP, external IP,
+// load-balancer IP or node port is. It only lists and watches pods, nodes
+// and Services, and keeps of each object the few fields a name needs: on
+// a large cluster the full objects would cost nettrace more memory than
+// its flows.
 package kube
 
 import (
@@ -25,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // Keep is how long a deleted pod's name stays with its address: long
@@ -63,7 +67,14 @@ type Directory struct {
 	pods  map[types.UID]pod
 	gone  map[netip.Addr]gonePod
 	nodes map[string][]netip.Addr
-	now   func() time.Time
+	// services change far less often than pods, and their table is
+	// larger: it has a generation of its own, so that a recording
+	// carries it again only when a Service changed.
+	services      map[types.UID][]service.Frontend
+	servicesDirty bool
+	servicesGen   uint64
+	serviceTable  *service.Table
+	now           func() time.Time
 	// synced say whether the first lists are in.
 	synced []cache.InformerSynced
 	// The tables are rebuilt when asked for after a change (dirty): a
@@ -88,10 +99,10 @@ type gonePod struct {
 // NewDirectory is an empty directory; Watch fills one from the API.
 func NewDirectory() *Directory {
 	return &Directory{pods: map[types.UID]pod{}, gone: map[netip.Addr]gonePod{}, nodes: map[string][]netip.Addr{},
-		now: time.Now, podNames: map[netip.Addr]string{}, byNode: map[netip.Addr]string{}}
+		services: map[types.UID][]service.Frontend{}, now: time.Now, podNames: map[netip.Addr]string{}, byNode: map[netip.Addr]string{}}
 }
 
-// Watch starts listing and watching pods and nodes with cfg until ctx
+// Watch starts listing and watching pods, nodes and Services with cfg until ctx
 // ends, and returns at once: a slow API must not hold up tracing, which
 // names what it can until the lists are in (Listed). The watches retry
 // for the whole run, and tell their failures to failed rather than to
@@ -105,8 +116,8 @@ func Watch(ctx context.Context, cfg *rest.Config, failed func(error)) (*Director
 	klog.SetOutput(io.Discard)
 	d := NewDirectory()
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim))
-	pods, nodes := f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer()
-	for _, i := range []cache.SharedIndexInformer{pods, nodes} {
+	pods, nodes, services := f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer(), f.Core().V1().Services().Informer()
+	for _, i := range []cache.SharedIndexInformer{pods, nodes, services} {
 		if err := i.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { failed(err) }); err != nil {
 			return nil, fmt.Errorf("watch errors: %w", err)
 		}
@@ -125,12 +136,19 @@ func Watch(ctx context.Context, cfg *rest.Config, failed func(error)) (*Director
 	}); err != nil {
 		return nil, fmt.Errorf("watch nodes: %w", err)
 	}
-	d.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced}
+	if _, err := services.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { d.SetService(o.(*corev1.Service)) },
+		UpdateFunc: func(_, o any) { d.SetService(o.(*corev1.Service)) },
+		DeleteFunc: func(o any) { d.DeleteService(tombstone[*corev1.Service](o)) },
+	}); err != nil {
+		return nil, fmt.Errorf("watch services: %w", err)
+	}
+	d.synced = []cache.InformerSynced{pods.HasSynced, nodes.HasSynced, services.HasSynced}
 	f.Start(ctx.Done())
 	return d, nil
 }
 
-// Listed waits until the first lists of pods and nodes are in, and says
+// Listed waits until the first lists of pods, nodes and Services are in, and says
 // false when ctx ends first.
 func (d *Directory) Listed(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), d.synced...)
@@ -146,8 +164,8 @@ func tombstone[T any](o any) T {
 	return v
 }
 
-// slim keeps of a pod or node what a name needs, before the informer
-// stores it.
+// slim keeps of a pod, node or Service what a name needs, before the
+// informer stores it.
 func slim(o any) (any, error) {
 	switch v := o.(type) {
 	case *corev1.Pod:
@@ -160,6 +178,16 @@ func slim(o any) (any, error) {
 		return &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: v.Name, UID: v.UID, ResourceVersion: v.ResourceVersion},
 			Status:     corev1.NodeStatus{Addresses: v.Status.Addresses},
+		}, nil
+	case *corev1.Service:
+		var ingress []corev1.LoadBalancerIngress
+		for _, in := range v.Status.LoadBalancer.Ingress {
+			ingress = append(ingress, corev1.LoadBalancerIngress{IP: in.IP})
+		}
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, UID: v.UID, ResourceVersion: v.ResourceVersion},
+			Spec:       corev1.ServiceSpec{ClusterIPs: v.Spec.ClusterIPs, ExternalIPs: v.Spec.ExternalIPs, Ports: v.Spec.Ports},
+			Status:     corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: ingress}},
 		}, nil
 	}
 	return o, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/pkg/explain"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // A scrape shows the findings by rule, namespace and pod (a deleted pod
@@ -30,7 +31,7 @@ func TestScrape(t *testing.T) {
 	for _, fd := range []*explain.Finding{
 		{Rule: "syn-dropped-at-listener", Pods: []explain.Pod{{Address: a, Name: "shop/web-1"}}},
 		{Rule: "syn-dropped-at-listener", Pods: []explain.Pod{{Address: a, Name: "shop/web-1, deleted at 05:40:12 UTC"}}},
-		{Rule: "no-endpoints", Service: &explain.Service{Namespace: "shop", Name: "web"}},
+		{Rule: "no-endpoints", Service: &service.Service{Namespace: "shop", Name: "web"}},
 	} {
 		s.Found(fd)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/explain"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // JSONStep is one event of a packet's path.
@@ -100,7 +101,7 @@ type JSONExplanation struct {
 	// namespace's ruleset is known (explain.NetfilterRule).
 	NetfilterRules []JSONNetfilterRule `json:"netfilter_rules,omitempty"`
 	// Service is the Kubernetes Service the failed request was sent to,
-	// when kube-proxy's rules translated it (explain.Service).
+	// when a DNAT sent it on (service.Service).
 	Service *JSONService `json:"service,omitempty"`
 	// Pods are the pods the summary names by their addresses
 	// (explain.Pod).
@@ -113,7 +114,7 @@ type JSONPod struct {
 	Pod     string `json:"pod"` // namespace/name
 }
 
-// JSONService is a Kubernetes Service, as kube-proxy's rules name it.
+// JSONService is a Kubernetes Service, as kube-proxy's rules or the API name it.
 type JSONService struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
@@ -121,7 +122,7 @@ type JSONService struct {
 	Address   string `json:"address,omitempty"` // cluster IP, external IP, load balancer IP, node port
 }
 
-func jsonService(s *explain.Service) *JSONService {
+func jsonService(s *service.Service) *JSONService {
 	if s == nil {
 		return nil
 	}

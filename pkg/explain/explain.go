@@ -12,6 +12,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // Context is what the rules know beyond the flow, passed to them
@@ -35,6 +36,10 @@ type Context interface {
 	// NodeName names the Kubernetes node an address belongs to; "" when
 	// none is known.
 	NodeName(addr netip.Addr) string
+	// ServiceAt is the Kubernetes Service a packet of protocol sent to
+	// dst reached, as the API lists Services' frontends; false when none
+	// is known.
+	ServiceAt(protocol uint8, dst netip.AddrPort) (service.Service, bool)
 	// SNATedBefore is the first packet of the latest conntrack entry,
 	// other than entry ct, that SNAT gave tuple t in netns before kernel
 	// time at (flow.SNATs.Before): the connection another one clashed
@@ -52,8 +57,8 @@ type Finding struct {
 	// the namespace's ruleset is known.
 	NetfilterRules []NetfilterRule
 	// Service is the Kubernetes Service the failed request was sent to,
-	// when kube-proxy's rules translated it.
-	Service *Service
+	// when a DNAT sent it on (serviceOf).
+	Service *service.Service
 	// Pods are the pods the summary names by their addresses, in order.
 	Pods []Pod
 	// restsOnAbsence: the finding follows from records not seen (no

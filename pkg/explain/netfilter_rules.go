@@ -7,6 +7,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // NetfilterRule is a rule a finding names, and the part it played.
@@ -46,7 +47,7 @@ type NetfilterRule struct {
 	At uint64
 	// Service is the Kubernetes Service a DNAT rule of kube-proxy's that
 	// decided translates for; nil for any other rule.
-	Service *Service
+	Service *service.Service
 }
 
 // Roles of a named rule.

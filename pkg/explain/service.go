@@ -8,37 +8,8 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
-
-// Service is the Kubernetes Service a rule of kube-proxy's translates
-// for, as kube-proxy itself names it in what it writes: in iptables mode
-// the comment of each rule ("shop/checkout:https cluster IP" on the jump
-// from KUBE-SERVICES, "shop/checkout:https" on the endpoint's DNAT), in
-// nftables mode the names of its chains
-// (service-HASH-shop/checkout/tcp/https, endpoint-HASH-...). Users think
-// in Services; an address alone makes them look the name up.
-type Service struct {
-	Namespace, Name string
-	// Port is the name of the Service's port; "" for an unnamed one.
-	Port string
-	// Address says how the packet addressed the Service: "cluster IP",
-	// "external IP", "load balancer IP" or "node port"; "" when the rules
-	// do not say.
-	Address string
-}
-
-// String names the Service as kubectl does, with the port's name and the
-// kind of address: "Service shop/checkout:https, cluster IP".
-func (s Service) String() string {
-	out := "Service " + s.Namespace + "/" + s.Name
-	if s.Port != "" {
-		out += ":" + s.Port
-	}
-	if s.Address != "" {
-		out += ", " + s.Address
-	}
-	return out
-}
 
 // servicePortName matches kube-proxy's name of a Service port:
 // namespace/name, and :port when the port is named (DNS labels).
@@ -70,14 +41,14 @@ func kubeProxyDrop(comment string) string {
 // addressKinds are the suffixes of kube-proxy's comments on the jumps out
 // of KUBE-SERVICES, and what they say of the destination address.
 var addressKinds = []struct{ suffix, kind string }{
-	{" cluster IP", "cluster IP"},
-	{" external IP", "external IP"},
-	{" loadbalancer IP", "load balancer IP"},
+	{" cluster IP", service.ClusterIP},
+	{" external IP", service.ExternalIP},
+	{" loadbalancer IP", service.LoadBalancerIP},
 }
 
 // serviceOfNAT is the Service a DNAT rule of kube-proxy's translates for,
 // from the rule and the jumps that led to it; nil for any other rule.
-func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *Service {
+func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *service.Service {
 	if r == nil || (r.Target != "DNAT" && !strings.Contains(r.Text, "dnat to ")) {
 		return nil
 	}
@@ -91,9 +62,9 @@ func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *Service {
 	for _, j := range via {
 		switch {
 		case j.Chain == "KUBE-NODEPORTS" || strings.HasPrefix(j.Chain, "nodeport"):
-			s.Address = "node port"
+			s.Address = service.NodePort
 		case strings.HasPrefix(j.Target, "external-") || strings.HasPrefix(j.Chain, "external-"):
-			s.Address = "external or load balancer IP"
+			s.Address = externalOrLoadBalancerIP
 		}
 		for _, k := range addressKinds {
 			if strings.HasSuffix(j.Comment, k.suffix) {
@@ -104,12 +75,16 @@ func serviceOfNAT(r *ruleset.Rule, via []*ruleset.Rule) *Service {
 	return s
 }
 
+// externalOrLoadBalancerIP is how kube-proxy's nftables mode addresses a
+// Service through its external chain: the chain is the same for both.
+const externalOrLoadBalancerIP = "external or load balancer IP"
+
 // serviceOfDrop is the Service a DROP or REJECT of kube-proxy's is for:
 // its nftables mode rejects a connection to a Service without endpoints
 // through an element of its no-endpoint-services map, whose comment names
 // the Service (firewall-ips likewise); its iptables mode names it first in
 // the rule's comment, with why (kubeProxyDrops). nil for any other rule.
-func serviceOfDrop(r *ruleset.Rule, via []*ruleset.Rule) *Service {
+func serviceOfDrop(r *ruleset.Rule, via []*ruleset.Rule) *service.Service {
 	if r == nil || (r.Target != "DROP" && r.Target != "REJECT") {
 		return nil
 	}
@@ -129,18 +104,18 @@ func serviceOfDrop(r *ruleset.Rule, via []*ruleset.Rule) *Service {
 
 // serviceOfComment reads kube-proxy's iptables comment on an endpoint's
 // DNAT: the Service's port name alone.
-func serviceOfComment(comment string) *Service {
+func serviceOfComment(comment string) *service.Service {
 	m := servicePortName.FindStringSubmatch(comment)
 	if m == nil {
 		return nil
 	}
-	return &Service{Namespace: m[1], Name: m[2], Port: m[3]}
+	return &service.Service{Namespace: m[1], Name: m[2], Port: m[3]}
 }
 
 // serviceOfChain reads the name of one of kube-proxy's nftables chains for
 // a Service: KIND-HASH-namespace/name/protocol/port, an endpoint's with
 // __address/port after it.
-func serviceOfChain(chain string) *Service {
+func serviceOfChain(chain string) *service.Service {
 	kind, rest, ok := strings.Cut(chain, "-")
 	if !ok || (kind != "service" && kind != "endpoint" && kind != "external") {
 		return nil
@@ -158,26 +133,45 @@ func serviceOfChain(chain string) *Service {
 	if port != "" && port[0] >= '0' && port[0] <= '9' {
 		port = "" // an unnamed port: its number, which the address already shows
 	}
-	return &Service{Namespace: f[0], Name: f[1], Port: port}
+	return &service.Service{Namespace: f[0], Name: f[1], Port: port}
 }
 
-// serviceOf is the Service whose rule DNATed event d of packet p, among
-// rules when the finding names them already, else as the namespace's
-// ruleset says; nil when no rule of kube-proxy's did.
-func serviceOf(n Context, p *flow.Packet, d *event.Event, rules []NetfilterRule) *Service {
+// serviceOf is the Service event d of packet p was DNATed for: as the rule
+// of kube-proxy's that decided names it (among rules when the finding
+// names them already, else as the namespace's ruleset says), completed by
+// the Services the API lists, which name it also where no rule does (a
+// proxy that names nothing, a ruleset not known) and say how it was
+// addressed where the rule does not (nftables mode's chains); nil when
+// neither knows. Where the two name different Services the rule wins: it
+// is what the kernel did, and the API's list may be behind.
+func serviceOf(n Context, p *flow.Packet, d *event.Event, rules []NetfilterRule) *service.Service {
 	if rules == nil {
 		rules = natRules(n, p, d)
 	}
+	var named *service.Service
 	for _, r := range rules {
 		if r.Role == RoleDecided && r.Service != nil {
-			return r.Service
+			named = r.Service
+			break
 		}
 	}
-	return nil
+	pre := d.NAT.Pre
+	listed, ok := n.ServiceAt(pre.Proto, dst(pre))
+	switch {
+	case !ok:
+		return named
+	case named == nil:
+		return &listed
+	case (named.Address == "" || named.Address == externalOrLoadBalancerIP) && named.Namespace == listed.Namespace && named.Name == listed.Name:
+		completed := *named
+		completed.Address = listed.Address
+		return &completed
+	}
+	return named
 }
 
 // withService is an address, and the Service it stands for when known.
-func withService(addr netip.AddrPort, s *Service) string {
+func withService(addr netip.AddrPort, s *service.Service) string {
 	if s == nil {
 		return addr.String()
 	}

@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // TestServiceOfNAT: the Service of a DNAT, as kube-proxy names it in
@@ -61,21 +63,36 @@ func TestServiceOfNAT(t *testing.T) {
 // TestFindingsNameTheirService: a finding about a request DNATed by
 // kube-proxy's rules names the Service beside the address it was sent to,
 // and as Finding.Service; one DNATed by another rule (CNI's hostPort)
-// names none.
+// names none. The Services the API lists name it where no rule does, and
+// say how it was addressed where the rule does not.
 func TestFindingsNameTheirService(t *testing.T) {
+	web := service.Service{Namespace: "default", Name: "web", Port: "http", Address: service.ClusterIP}
 	for _, tc := range []struct {
 		name     string
 		check    func(*flow.Flow, Context) *Finding
 		events   []event.Event
-		rulesets string
+		rulesets string // "": none known
+		services []service.Frontend
 		want     string // in the summary
 		service  string
 	}{
-		{"snat-missing: a cluster IP", snatMissingOnTunnel, fixture.SNATMissing(false), "snat-missing-n1",
+		{"snat-missing: a cluster IP", snatMissingOnTunnel, fixture.SNATMissing(false), "snat-missing-n1", nil,
 			"SYN 172.20.0.1:40000 -> 10.96.0.10:80 (Service default/web, cluster IP) was DNATed", "Service default/web, cluster IP"},
-		{"hairpin: a load balancer IP", replyBypassedNAT, fixture.Hairpin(false), "hairpin-n1",
+		{"snat-missing: no ruleset known, the API names the cluster IP", snatMissingOnTunnel, fixture.SNATMissing(false), "",
+			[]service.Frontend{{Protocol: 6, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Service: web}},
+			"SYN 172.20.0.1:40000 -> 10.96.0.10:80 (Service default/web:http, cluster IP) was DNATed", "Service default/web:http, cluster IP"},
+		{"snat-missing: the rule's Service over the API's, which may be behind", snatMissingOnTunnel, fixture.SNATMissing(false), "snat-missing-n1",
+			[]service.Frontend{{Protocol: 6, Addr: netip.MustParseAddr("10.96.0.10"), Port: 80, Service: service.Service{Namespace: "old", Name: "gone", Address: service.ClusterIP}}},
+			"(Service default/web, cluster IP) was DNATed", "Service default/web, cluster IP"},
+		{"snat-missing: a node port only at a node's address", snatMissingOnTunnel, fixture.SNATMissing(false), "",
+			[]service.Frontend{{Protocol: 6, Port: 80, Service: service.Service{Namespace: "default", Name: "echo", Address: service.NodePort}}},
+			"SYN 172.20.0.1:40000 -> 10.96.0.10:80 was DNATed", ""},
+		{"hairpin: a load balancer IP", replyBypassedNAT, fixture.Hairpin(false), "hairpin-n1", nil,
 			"the client called 172.20.0.100:443 (Service default/ingress, load balancer IP)", "Service default/ingress, load balancer IP"},
-		{"stale hostPort: CNI's DNAT, no Service", dnatToDeadEndpoint, fixture.StaleHostPort(false), "stale-hostport-n1",
+		{"hairpin in nftables mode: the chain names the Service, the API how it was addressed", replyBypassedNAT, fixture.Hairpin(false), "hairpin-nft-n1",
+			[]service.Frontend{{Protocol: 6, Addr: netip.MustParseAddr("172.20.0.100"), Port: 443, Service: service.Service{Namespace: "default", Name: "ingress", Address: service.LoadBalancerIP}}},
+			"the client called 172.20.0.100:443 (Service default/ingress, load balancer IP)", "Service default/ingress, load balancer IP"},
+		{"stale hostPort: CNI's DNAT, no Service", dnatToDeadEndpoint, fixture.StaleHostPort(false), "stale-hostport-n1", nil,
 			"SYN to 172.20.0.1:8443 was DNATed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,7 +100,11 @@ func TestFindingsNameTheirService(t *testing.T) {
 			if len(flows) != 1 {
 				t.Fatalf("%d flows", len(flows))
 			}
-			fd := tc.check(flows[0], fixture.Context{Rulesets: map[uint32]*ruleset.Ruleset{1: rules(t, tc.rulesets)}})
+			n := fixture.Context{Services: service.NewTable(tc.services)}
+			if tc.rulesets != "" {
+				n.Rulesets = map[uint32]*ruleset.Ruleset{1: rules(t, tc.rulesets)}
+			}
+			fd := tc.check(flows[0], n)
 			if fd == nil {
 				t.Fatal("did not fire")
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/flow"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // Namer names kernel numbers: the words of a finding need them.
@@ -31,6 +32,8 @@ type Sources struct {
 	Pods func() (uint64, map[netip.Addr]string)
 	// Nodes gives the nodes' addresses (node name) and their generation.
 	Nodes func() (uint64, map[netip.Addr]string)
+	// Services gives the Services' frontends and their generation.
+	Services func() (uint64, *service.Table)
 	// SNATs are the entries SNAT gave a source (the correlator's index):
 	// a conntrack clash then names the connection it lost to.
 	SNATs *flow.SNATs
@@ -71,6 +74,21 @@ func (s Sources) NodeAddresses() (uint64, map[netip.Addr]string) {
 func (s Sources) NodeName(a netip.Addr) string {
 	_, nodes := s.NodeAddresses()
 	return nodes[a]
+}
+
+// ServiceFrontends returns the Services' frontends, if known.
+func (s Sources) ServiceFrontends() (uint64, *service.Table) {
+	if s.Services == nil {
+		return 0, nil
+	}
+	return s.Services()
+}
+
+// ServiceAt names the Service a packet reached, if known: a node port
+// only at an address the API lists as a node's.
+func (s Sources) ServiceAt(protocol uint8, dst netip.AddrPort) (service.Service, bool) {
+	_, t := s.ServiceFrontends()
+	return t.At(protocol, dst, s.NodeName(dst.Addr()) != "")
 }
 
 // Ruleset returns a namespace's ruleset at a time, if known.

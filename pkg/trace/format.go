@@ -14,7 +14,9 @@
 // before the first event that needs them, so every prefix of a recording
 // is self-contained; a ruleset record holds a namespace's iptables ruleset
 // (iptables-save's text, deflated) when the run starts and whenever it
-// changes, so replay names rules too; event records hold the kernel record in a sparse
+// changes, so replay names rules too; pod address, node address and service
+// frontend records hold what the Kubernetes API said of addresses when it
+// last changed (pods.go); event records hold the kernel record in a sparse
 // form (a bitmap of its non-zero 8-byte words, then those words) and the
 // packet's first bytes; a loss record says which window of kernel time
 // lost how many records and how far losses are counted (so that replay
@@ -50,8 +52,9 @@ var Magic = [8]byte{0x8e, 'N', 'T', 'R', 'A', 'C', 'E', '\n'}
 // addresses (an event record with event.FlagIPv6 carries them after its
 // fixed part; IPv4 events are recorded as before), version 6 ip6tables
 // rulesets in ruleset records, version 7 loss records, version 8 pod
-// address records, version 9 node address records.
-const Version = 9
+// address records, version 9 node address records, version 10 service
+// frontend records.
+const Version = 10
 
 // oldestVersion is the oldest format version this package reads.
 const oldestVersion = 1
@@ -70,16 +73,17 @@ const (
 	recLoss      = 8
 	recPods      = 9
 	recNodes     = 10
+	recServices  = 11
 )
 
 // recordNames name the record types in errors.
 var recordNames = map[byte]string{recMeta: "description", recNetns: "namespace", recSymbol: "symbol", recEvent: "event",
 	recSummary: "summary", recRuleset: "ruleset", recRuleTrace: "rule trace", recLoss: "loss", recPods: "pod address",
-	recNodes: "node address"}
+	recNodes: "node address", recServices: "service frontend"}
 
 // maxRecord bounds a record's length: a longer one is corruption. A
-// ruleset record may be longer (a large cluster's deflated ruleset), up to
-// maxRulesetRecord.
+// ruleset or service frontend record may be longer (a large cluster's,
+// deflated), up to maxRulesetRecord.
 const (
 	maxRecord        = 1 << 20
 	maxRulesetRecord = 64 << 20

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // Reader reads a recording.
@@ -38,13 +39,14 @@ type Reader struct {
 	br     *bufio.Reader
 	closer io.Closer
 	off    int64
-	// names guards netns, symbols, pods and nodes: they grow (the
+	// names guards netns, symbols, pods, nodes and services: they grow (the
 	// address books are replaced) as records are read, and are looked up
 	// by whatever explains and shows the events meanwhile.
 	names       sync.RWMutex
 	netns       map[uint32]string
 	symbols     map[uint64]string
 	pods, nodes addressBook
+	services    serviceBook
 	payload     []byte
 	rec         []byte
 	records     uint64
@@ -56,7 +58,7 @@ type Reader struct {
 
 // MaxHeld is the budget of what one recording may make a reader keep in
 // memory: its rulesets' texts as inflated, namespace and symbol names,
-// pod addresses and rule traces, in bytes. A record that would pass it
+// pod addresses, Service frontends as inflated and rule traces, in bytes. A record that would pass it
 // ends the recording there, an *Error that names it: a file of 771 kB
 // whose four rulesets inflate to 63 MiB each took 5.7 GB to replay, and
 // takes 1.3 GB within the budget (a parsed ruleset takes about 20 times
@@ -162,7 +164,7 @@ func (r *Reader) next() (byte, []byte, error) {
 	if err != nil {
 		return 0, nil, r.truncated(start, err)
 	}
-	if length > maxRecord && (typ != recRuleset || length > maxRulesetRecord) {
+	if length > maxRecord && (typ != recRuleset && typ != recServices || length > maxRulesetRecord) {
 		return 0, nil, r.errorf(start, "record of %d bytes: the recording is corrupt", length)
 	}
 	if cap(r.payload) < int(length)+4 {
@@ -264,6 +266,17 @@ func (r *Reader) take(typ byte, payload []byte, start int64) error {
 		}
 		r.names.Lock()
 		*book = addressBook{gen: book.gen + 1, names: names}
+		r.names.Unlock()
+	case recServices:
+		t, inflated, err := decodeServices(payload, MaxHeld-r.held)
+		if err == nil {
+			err = r.hold(inflated)
+		}
+		if err != nil {
+			return r.errorf(start, "%s record: %v", recordNames[typ], err)
+		}
+		r.names.Lock()
+		r.services = serviceBook{gen: r.services.gen + 1, table: t}
 		r.names.Unlock()
 	case recRuleset:
 		snap, err := decodeRuleset(payload, r.version, MaxHeld-r.held)
@@ -379,9 +392,17 @@ func (r *Reader) NodeAddresses() (uint64, map[netip.Addr]string) {
 	return r.nodes.gen, r.nodes.names
 }
 
-// booksRead counts the address records read: it changes when either
-// book does. Only the goroutine reading events may call it unlocked.
-func (r *Reader) booksRead() uint64 { return r.pods.gen + r.nodes.gen }
+// ServiceFrontends are the Services' frontends as the recording host last
+// knew them, as PodAddresses.
+func (r *Reader) ServiceFrontends() (uint64, *service.Table) {
+	r.names.RLock()
+	defer r.names.RUnlock()
+	return r.services.gen, r.services.table
+}
+
+// booksRead counts the address and service records read: it changes when
+// any book does. Only the goroutine reading events may call it unlocked.
+func (r *Reader) booksRead() uint64 { return r.pods.gen + r.nodes.gen + r.services.gen }
 
 // Close closes the file.
 func (r *Reader) Close() error {

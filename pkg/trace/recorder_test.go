@@ -7,10 +7,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/nettrace-dev/nettrace/internal/fixture"
 	"github.com/nettrace-dev/nettrace/pkg/event"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // manyEvents is incident 1 repeated as n distinct connections.
@@ -31,6 +33,9 @@ func manyEvents(n int) []event.Event {
 func TestRecorderRotates(t *testing.T) {
 	events := manyEvents(200)
 	nodes := map[netip.Addr]string{netip.MustParseAddr("172.20.0.1"): "node-1"}
+	web := service.Service{Namespace: "shop", Name: "web", Port: "http", Address: service.NodePort}
+	services := service.NewTable([]service.Frontend{{Protocol: 6, Port: 30080, Service: web}})
+	atNode := netip.MustParseAddrPort("172.20.0.1:30080")
 	for _, tc := range []struct {
 		name  string
 		files int
@@ -38,7 +43,7 @@ func TestRecorderRotates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "r.ntrace")
 			const fileBytes = 16 << 10
-			r, err := NewRecorder(path, Meta{Nettrace: "test", Host: "n1", DropReasons: fixture.ReasonNames}, fixture.Context{Nodes: nodes},
+			r, err := NewRecorder(path, Meta{Nettrace: "test", Host: "n1", DropReasons: fixture.ReasonNames}, fixture.Context{Nodes: nodes, Services: services},
 				RecordOptions{FileBytes: fileBytes, Files: tc.files})
 			if err != nil {
 				t.Fatal(err)
@@ -87,6 +92,9 @@ func TestRecorderRotates(t *testing.T) {
 				if _, got := rd.NodeAddresses(); !maps.Equal(got, nodes) {
 					t.Errorf("%s names nodes %v, want %v", f, got, nodes)
 				}
+				if _, got := rd.ServiceFrontends(); !slices.Equal(got.Frontends(), services.Frontends()) {
+					t.Errorf("%s has Service frontends %+v, want %+v", f, got.Frontends(), services.Frontends())
+				}
 				held += len(got)
 				rd.Close()
 				rd, _ = Open(f)
@@ -121,6 +129,10 @@ func TestRecorderRotates(t *testing.T) {
 			}
 			if _, got := s.NodeAddresses(); !maps.Equal(got, nodes) {
 				t.Errorf("the set names nodes %v, want %v", got, nodes)
+			}
+			_, merged := s.ServiceFrontends()
+			if got, found := merged.At(6, atNode, true); !found || got != web {
+				t.Errorf("the set names %s's Service %+v (%v), want %+v", atNode, got, found, web)
 			}
 			if lost := s.Lost()[event.PointNAT]; lost != 2 {
 				t.Errorf("lost %d, want the run's 2", lost)

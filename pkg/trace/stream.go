@@ -15,6 +15,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // Stream merges recordings into one event stream in time order. A single
@@ -74,11 +75,12 @@ type Stream struct {
 	booksSeen []uint64
 }
 
-// bookSnapshot is a merge of the recordings' pod and node addresses, with
-// a generation that changes when either does.
+// bookSnapshot is a merge of the recordings' pod and node addresses and
+// Service frontends, with a generation that changes when any does.
 type bookSnapshot struct {
 	gen         uint64
 	pods, nodes map[netip.Addr]string
+	services    *service.Table
 }
 
 // ErrPartTwice is one part of a run given twice (the same file, or a copy
@@ -487,17 +489,32 @@ func (s *Stream) NodeAddresses() (uint64, map[netip.Addr]string) {
 	return 0, nil
 }
 
-// mergeBooks replaces the merged pod and node addresses after a reader
-// read new ones.
+// ServiceFrontends are the Service frontends of the stream's recordings,
+// as PodAddresses: the recordings of one cluster's nodes list the same.
+func (s *Stream) ServiceFrontends() (uint64, *service.Table) {
+	if b := s.books.Load(); b != nil {
+		return b.gen, b.services
+	}
+	return 0, nil
+}
+
+// mergeBooks replaces the merged pod and node addresses and Service
+// frontends after a reader read new ones.
 func (s *Stream) mergeBooks() {
 	next := &bookSnapshot{pods: map[netip.Addr]string{}, nodes: map[netip.Addr]string{}}
+	var frontends []service.Frontend
 	for _, src := range s.sources {
 		for _, r := range src {
 			_, pods := r.PodAddresses()
 			maps.Copy(next.pods, pods)
 			_, nodes := r.NodeAddresses()
 			maps.Copy(next.nodes, nodes)
+			_, services := r.ServiceFrontends()
+			frontends = append(frontends, services.Frontends()...)
 		}
+	}
+	if len(frontends) > 0 {
+		next.services = service.NewTable(frontends)
 	}
 	next.gen, _ = s.PodAddresses()
 	next.gen++

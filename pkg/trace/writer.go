@@ -13,6 +13,7 @@ import (
 
 	"github.com/nettrace-dev/nettrace/pkg/event"
 	"github.com/nettrace-dev/nettrace/pkg/ruleset"
+	"github.com/nettrace-dev/nettrace/pkg/service"
 )
 
 // Namer gives the names a recording must carry for replay.
@@ -24,6 +25,8 @@ type Namer interface {
 	PodAddresses() (uint64, map[netip.Addr]string)
 	// NodeAddresses are the nodes' addresses (node name), likewise.
 	NodeAddresses() (uint64, map[netip.Addr]string)
+	// ServiceFrontends are the Services' frontends, likewise.
+	ServiceFrontends() (uint64, *service.Table)
 }
 
 // Writer writes a recording as a stream: to a file of its own (Create),
@@ -37,6 +40,7 @@ type Writer struct {
 	symbols map[uint64]bool
 	podGen  uint64 // the generation of the pod addresses written
 	nodeGen uint64 // and of the node addresses
+	svcGen  uint64 // and of the Service frontends
 	rec     []byte
 	scratch []byte
 	sparse  []byte // an event's sparse form, reused: one allocation per event was the recorder's bottleneck
@@ -89,7 +93,7 @@ func (w *Writer) begin(meta Meta) error {
 func (w *Writer) forgetNames() {
 	clear(w.netns)
 	clear(w.symbols)
-	w.podGen, w.nodeGen = 0, 0
+	w.podGen, w.nodeGen, w.svcGen = 0, 0, 0
 }
 
 func (w *Writer) fail(err error) error {
@@ -137,6 +141,16 @@ func (w *Writer) Event(e *event.Event) error {
 	if gen, nodes := w.names.NodeAddresses(); gen != w.nodeGen {
 		w.nodeGen = gen
 		if err := w.record(recNodes, encodeAddresses(nodes)); err != nil {
+			return err
+		}
+	}
+	if gen, services := w.names.ServiceFrontends(); gen != w.svcGen {
+		w.svcGen = gen
+		p, err := encodeServices(services)
+		if err != nil {
+			return err
+		}
+		if err := w.record(recServices, p); err != nil {
 			return err
 		}
 	}
