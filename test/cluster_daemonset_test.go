@@ -147,7 +147,9 @@ func TestClusterDaemonSet(t *testing.T) {
 		t.Errorf("the replay of both nodes' files does not name a namespace after its node (%s):\n%s", named, findingLines(out))
 	}
 	t.Logf("%d flight files; replayed together, the findings:\n%s", len(files), findingLines(out))
-	debugNode(t, client, node2, nodePort, target, "in netns pod:default/echo-7c9f")
+	// The listener's queues as sock_diag gives them from the debugging
+	// pod: its server listens on every address, 0.0.0.0:8080.
+	debugNode(t, client, node2, nodePort, target, "reached the listening socket 0.0.0.0:8080 in netns pod:default/echo-7c9f and was dropped in tcp_conn_request: accept queue full")
 	requireGoneNamespaceLetGo(t, client, node2, s.pod)
 }
 

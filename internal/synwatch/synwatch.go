@@ -222,17 +222,34 @@ func (w *Watcher) Complete(e *event.Event) {
 	}
 }
 
+// findListener is the listener a SYN to addr:port reached: the one bound
+// to the address, else one bound to every address.
 func findListener(ls []*netlink.Socket, addr netip.Addr, port uint16) (*netlink.Socket, bool) {
+	addr = addr.Unmap()
+	var wildcard *netlink.Socket
 	for _, l := range ls {
-		if l.ID.SourcePort != port {
+		la, ok := netip.AddrFromSlice(l.ID.Source)
+		if !ok || l.ID.SourcePort != port {
 			continue
 		}
-		la, ok := netip.AddrFromSlice(l.ID.Source)
-		if ok && (la.Unmap() == addr || la.IsUnspecified()) {
-			return l, true
+		// sock_diag gives an IPv4 socket's address in 16 bytes
+		// (net.IPv4), which must be unmapped to compare.
+		if l.Family == unix.AF_INET {
+			la = la.Unmap()
+			if la.Is4() != addr.Is4() {
+				continue
+			}
+		}
+		switch {
+		case la.Unmap() == addr:
+			return l, true // the kernel prefers the listener bound to the address
+		case la.IsUnspecified() && wildcard == nil:
+			// [::] takes IPv4 too, unless IPV6_V6ONLY, which is rare
+			// and which sock_diag's answer here does not carry.
+			wildcard = l
 		}
 	}
-	return nil, false
+	return wildcard, wildcard != nil
 }
 
 // listenersIn lists the TCP listening sockets of a namespace. For a
@@ -241,13 +258,20 @@ func findListener(ls []*netlink.Socket, addr netip.Addr, port uint16) (*netlink.
 func listenersIn(path string) ([]*netlink.Socket, error) {
 	var out []*netlink.Socket
 	err := netns.Do(path, func() error {
-		socks, err := netlink.SocketDiagTCP(unix.AF_INET)
-		if err != nil {
-			return fmt.Errorf("sock_diag: %w", err)
-		}
-		for _, s := range socks {
-			if s.State == stateListen {
-				out = append(out, s)
+		// Both families: a server listening on [::] (Go's default)
+		// takes IPv4 connections, and is listed under IPv6 only.
+		for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+			socks, err := netlink.SocketDiagTCP(family)
+			if err != nil && family == unix.AF_INET6 {
+				continue // a kernel without IPv6 has no such listener
+			}
+			if err != nil {
+				return fmt.Errorf("sock_diag: %w", err)
+			}
+			for _, s := range socks {
+				if s.State == stateListen {
+					out = append(out, s)
+				}
 			}
 		}
 		return nil

@@ -1,9 +1,13 @@
 package synwatch
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/nettrace-dev/nettrace/internal/netns"
 	"github.com/nettrace-dev/nettrace/pkg/event"
@@ -111,6 +115,40 @@ func TestExpireWaitsOnKernelTime(t *testing.T) {
 		w.Expire(tt.readTo, tt.flush, emit)
 		if len(w.pending) != tt.wantPending {
 			t.Errorf("%s: %d pending, want %d", tt.name, len(w.pending), tt.wantPending)
+		}
+	}
+}
+
+// sock_diag lists an IPv4 listener's address in 16 bytes (net.IPv4) and
+// a dual-stack one as [::]: both take a SYN to an IPv4 address, the one
+// bound to the address first.
+func TestFindListener(t *testing.T) {
+	listener := func(family uint8, ip net.IP, port uint16) *netlink.Socket {
+		return &netlink.Socket{Family: family, ID: netlink.SocketID{Source: ip, SourcePort: port}}
+	}
+	wild4 := listener(unix.AF_INET, net.IPv4zero, 8080)
+	bound4 := listener(unix.AF_INET, net.IPv4(10, 244, 1, 2), 8080)
+	dual := listener(unix.AF_INET6, net.IPv6unspecified, 9090)
+	bound6 := listener(unix.AF_INET6, net.ParseIP("fd00::2"), 9090)
+	all := []*netlink.Socket{wild4, bound4, dual, bound6}
+	for _, c := range []struct {
+		name string
+		ls   []*netlink.Socket
+		dst  string
+		want *netlink.Socket
+	}{
+		{"an IPv4 listener on every address", []*netlink.Socket{wild4}, "10.244.1.2:8080", wild4},
+		{"the one bound to the address first", all, "10.244.1.2:8080", bound4},
+		{"another address: the one on every address", all, "10.244.1.9:8080", wild4},
+		{"[::] takes IPv4", all, "10.244.1.2:9090", dual},
+		{"an IPv6 address bound", all, "[fd00::2]:9090", bound6},
+		{"0.0.0.0 does not take IPv6", []*netlink.Socket{wild4}, "[fd00::2]:8080", nil},
+		{"another port", all, "10.244.1.2:7070", nil},
+	} {
+		dst := netip.MustParseAddrPort(c.dst)
+		got, ok := findListener(c.ls, dst.Addr(), dst.Port())
+		if got != c.want || ok != (c.want != nil) {
+			t.Errorf("%s: %+v %v, want %+v", c.name, got, ok, c.want)
 		}
 	}
 }
