@@ -5,7 +5,7 @@ export PATH := /usr/local/go/bin:$(PATH):/usr/sbin:/sbin
 BIN := bin/nettrace
 LAB := bin/ntlab
 BPF_SRC := $(wildcard bpf/*.bpf.c bpf/include/*.h) vmlinux.h
-BPF_GEN := internal/probe/nat_bpfel.go
+BPF_GEN := internal/probe/nat_x86_bpfel.go
 
 .PHONY: all deps generate build image flanneld kube test unit-test fuzz integration-test vmtest vmtest-nightly demo lab-down vmlinux clean
 

@@ -99,35 +99,32 @@ int BPF_KPROBE(vxlan_kprobe_xmit, struct sk_buff *skb, struct net_device *dev)
 	return 0;
 }
 
-/* The UDP ports are the 9th and 10th arguments: past the six passed in
- * registers on x86-64, they are on the stack, above the return address,
- * one 8-byte slot each (arguments 7, 8, 9, 10 at sp+8 ... sp+32). */
-#define VXLAN_ARG_SLOT(n) (PT_REGS_SP(ctx) + 8 * ((n) - 6))
-
+/* The UDP ports are the 9th and 10th arguments: on the stack on x86-64
+ * and arm64 alike (args.h). */
 SEC("kprobe/udp_tunnel_xmit_skb")
 int BPF_KPROBE(vxlan_kprobe_tunnel, struct rtable *rt, struct sock *sk, struct sk_buff *skb,
 	       __be32 src, __be32 dst)
 {
 	__be16 sport = 0, dport = 0;
 
-	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)VXLAN_ARG_SLOT(9));
-	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)VXLAN_ARG_SLOT(10));
+	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)NT_KPROBE_STACK_ARG(ctx, 9));
+	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)NT_KPROBE_STACK_ARG(ctx, 10));
 	vxlan_encap(&rt->dst, skb, src, dst, NULL, NULL, bpf_ntohs(sport), bpf_ntohs(dport));
 	return 0;
 }
 
 /* The IPv6 underlay's ports are its 10th and 11th arguments (with 12
  * arguments or 13). BPF_KPROBE names five arguments: the sixth, daddr, is
- * in r9 on x86-64. */
+ * in a register (args.h). */
 SEC("kprobe/udp_tunnel6_xmit_skb")
 int BPF_KPROBE(vxlan_kprobe_tunnel6, struct dst_entry *route, struct sock *sk, struct sk_buff *skb,
 	       struct net_device *dev, struct in6_addr *saddr)
 {
-	struct in6_addr *daddr = (struct in6_addr *)ctx->r9;
+	struct in6_addr *daddr = (struct in6_addr *)NT_KPROBE_ARG6(ctx);
 	__be16 sport = 0, dport = 0;
 
-	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)VXLAN_ARG_SLOT(10));
-	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)VXLAN_ARG_SLOT(11));
+	bpf_probe_read_kernel(&sport, sizeof(sport), (void *)NT_KPROBE_STACK_ARG(ctx, 10));
+	bpf_probe_read_kernel(&dport, sizeof(dport), (void *)NT_KPROBE_STACK_ARG(ctx, 11));
 	vxlan_encap(route, skb, 0, 0, saddr, daddr, bpf_ntohs(sport), bpf_ntohs(dport));
 	return 0;
 }

@@ -8,11 +8,13 @@
 #define NETTRACE_BASE_H
 
 #include "vmlinux.h"
+#include "arch.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_endian.h>
 #include "nettrace.h"
+#include "args.h"
 
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD

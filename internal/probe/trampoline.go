@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -10,9 +11,10 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// registerArgs is how many arguments every BPF trampoline takes: x86-64
-// trampolines took at most six (those passed in registers) until Linux 6.6.
-const registerArgs = 6
+// registerArgs is how many arguments every BPF trampoline takes: those
+// passed in registers, six on x86-64 (more from Linux 6.6) and eight on
+// arm64.
+var registerArgs = map[string]int{"amd64": 6, "arm64": 8}[runtime.GOARCH]
 
 // trialProgram names the program tryFentry links, among ProgramNames so
 // that the residue checks would see one left behind.
@@ -78,8 +80,8 @@ func tryFentry(fn string) error {
 	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
 	if errors.Is(err, ebpf.ErrNotSupported) {
 		// Loaded, so the kernel has trampolines: this one cannot be built.
-		return fmt.Errorf("this kernel's BPF trampolines cannot take %s's arguments (x86 takes more than %d from Linux 6.6): %w",
-			fn, registerArgs, err)
+		return fmt.Errorf("this kernel's BPF trampolines cannot take %s's arguments, more than the %d passed in registers on %s: %w",
+			fn, registerArgs, runtime.GOARCH, err)
 	}
 	if err != nil {
 		return fmt.Errorf("link a trial program to %s: %w", fn, err)

@@ -5,7 +5,8 @@
 // program this kernel cannot load (fentry where it is refused) is named
 // with the reason. Nothing stays loaded.
 //
-// Usage: go run ./scripts/bench/verifier [internal/probe/*_bpfel.o ...]   (root)
+// Usage: go run ./scripts/bench/verifier [internal/probe/*_x86_bpfel.o ...]   (root)
+// Without arguments it measures the objects of the machine's architecture.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,13 +24,17 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+// linuxArch is bpf2go's name of an object's architecture, in its file
+// names.
+var linuxArch = map[string]string{"amd64": "x86", "arm64": "arm64"}
+
 // processed is the verifier's statistics line (LogLevelStats).
 var processed = regexp.MustCompile(`processed (\d+) insns`)
 
 func main() {
 	objects := os.Args[1:]
 	if len(objects) == 0 {
-		objects, _ = filepath.Glob("internal/probe/*_bpfel.o")
+		objects, _ = filepath.Glob("internal/probe/*_" + linuxArch[runtime.GOARCH] + "_bpfel.o")
 	}
 	if len(objects) == 0 {
 		fmt.Fprintln(os.Stderr, "verifier: no objects (run from the repository after make build, or name them)")

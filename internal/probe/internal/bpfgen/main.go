@@ -27,7 +27,7 @@ import (
 
 // config is what every object shares, from the command line.
 type config struct {
-	src, cflags, gateCflags, types, typesIn string
+	src, cflags, gateCflags, types, typesIn, targets string
 }
 
 func main() {
@@ -37,9 +37,10 @@ func main() {
 	flag.StringVar(&c.gateCflags, "gate-cflags", "", "clang flags added for the gated objects")
 	flag.StringVar(&c.types, "types", "", "comma-separated C types to emit as Go types, once")
 	flag.StringVar(&c.typesIn, "types-in", "", "the object (NAME) whose BTF the -types are emitted from")
+	flag.StringVar(&c.targets, "targets", "amd64,arm64", "the Go architectures to build each object for (bpf2go's -target): one object each, which their own kprobe register layouts need")
 	flag.Parse()
 	if c.src == "" {
-		fmt.Fprintln(os.Stderr, "usage: bpfgen -src DIR [-cflags F] [-gate-cflags F] [-types T,...] [-types-in NAME]")
+		fmt.Fprintln(os.Stderr, "usage: bpfgen -src DIR [-cflags F] [-gate-cflags F] [-types T,...] [-types-in NAME] [-targets GOARCH,...]")
 		os.Exit(2)
 	}
 	if err := run(c); err != nil {
@@ -80,7 +81,7 @@ func (c config) object(source string, gated bool) object {
 		ident += "Gate"
 		cflags += " " + c.gateCflags
 	}
-	args := []string{"tool", "bpf2go", "-cc", "clang", "-cflags", cflags, "-target", "bpfel", "-no-global-types"}
+	args := []string{"tool", "bpf2go", "-cc", "clang", "-cflags", cflags, "-target", c.targets, "-no-global-types"}
 	if !gated && ident == c.typesIn && c.types != "" {
 		for _, t := range strings.Split(c.types, ",") {
 			args = append(args, "-type", t)
