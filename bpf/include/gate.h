@@ -425,10 +425,13 @@ static __noinline enum nt_gate_verdict nt_gate(const struct nt_conn_view *v, str
 			nt_gate_count(NT_GATE_DISCARDED, 1);
 			return NT_GATE_DROP;
 		}
-		/* Its earlier records were dropped: what it ships now lacks them. */
+		/* Its earlier records were dropped: what it ships now lacks them.
+		 * Counted apart too: that is the gate's design, where the other
+		 * missing records are losses. */
 		c->state = NT_CONN_SHIPPING;
 		nt_gate_count(NT_GATE_TRIGGERED, 1);
 		nt_gate_count(NT_GATE_MISSING, 1);
+		nt_gate_count(NT_GATE_ENDED_THEN_TROUBLE, 1);
 		return NT_GATE_SHIP;
 	}
 	if (failure || nt_gate_trouble(c, v)) {

@@ -388,7 +388,9 @@ enum nt_gate_stat {
 	NT_GATE_DISCARDED = 3, /* records of healthy connections never shipped */
 	NT_GATE_TRIGGERED = 4, /* connections that showed trouble */
 	NT_GATE_MISSING = 5,   /* records a connection in trouble lacked: evicted, over its bound, or lost */
-	NT_GATE_STATS = 6,
+	NT_GATE_ENDED_THEN_TROUBLE = 6, /* of MISSING: connections that ended normally, their records
+					  * dropped then, and showed trouble after */
+	NT_GATE_STATS = 7,
 };
 
 /* One instruction of the in-kernel filter: a postfix program over a bit stack. */

@@ -58,7 +58,9 @@ type jsonGate struct {
 	Discarded uint64 `json:"records_discarded"`
 	Triggered uint64 `json:"connections_triggered"`
 	Missing   uint64 `json:"records_missing"`
-	Refused   string `json:"refused,omitempty"`
+	// EndedThenTrouble are of Missing (event.GateCounts).
+	EndedThenTrouble uint64 `json:"connections_ended_then_trouble"`
+	Refused          string `json:"refused,omitempty"`
 }
 
 // SummaryJSON is the summary as the JSON output's last line has it, for
@@ -74,7 +76,8 @@ func summaryJSON(s output.Summary) jsonSummary {
 		Lost: PointNames(s.Lost), Shed: PointNames(s.Shed), Flows: s.Flows.Flows, FlowsEvicted: s.Flows.Evicted,
 		Contradictions: s.Flows.Contradictions, Unheld: s.Flows.Unheld, Incomplete: s.Incomplete, Findings: s.Findings}
 	if g := s.Gate; g != nil {
-		sum.Gate = &jsonGate{Held: g.Held, Released: g.Released, Healthy: g.Healthy, Discarded: g.Discarded, Triggered: g.Triggered, Missing: g.Missing, Refused: g.Refused}
+		sum.Gate = &jsonGate{Held: g.Held, Released: g.Released, Healthy: g.Healthy, Discarded: g.Discarded, Triggered: g.Triggered, Missing: g.Missing,
+			EndedThenTrouble: g.EndedThenTrouble, Refused: g.Refused}
 	}
 	ms := func(d time.Duration) *float64 { v := float64(d) / 1e6; return &v }
 	for i, k := range s.Clocks {

@@ -92,7 +92,8 @@ func TestGateStatsMatchBPF(t *testing.T) {
 		t.Fatalf("enum nt_gate_stat: %v", err)
 	}
 	want := map[string]uint32{"NT_GATE_HELD": gateHeld, "NT_GATE_RELEASED": gateReleased, "NT_GATE_HEALTHY": gateHealthy,
-		"NT_GATE_DISCARDED": gateDiscarded, "NT_GATE_TRIGGERED": gateTriggered, "NT_GATE_MISSING": gateMissing, "NT_GATE_STATS": gateStats}
+		"NT_GATE_DISCARDED": gateDiscarded, "NT_GATE_TRIGGERED": gateTriggered, "NT_GATE_MISSING": gateMissing,
+		"NT_GATE_ENDED_THEN_TROUBLE": gateEndedThenTrouble, "NT_GATE_STATS": gateStats}
 	if len(enum.Values) != len(want) {
 		t.Errorf("enum nt_gate_stat has %d values, gate.go names %d", len(enum.Values), len(want))
 	}

@@ -63,6 +63,7 @@ const (
 	gateDiscarded
 	gateTriggered
 	gateMissing
+	gateEndedThenTrouble
 	gateStats
 )
 
@@ -73,7 +74,7 @@ func (t *Tracer) Gate() (event.GateCounts, error) {
 		return g, nil
 	}
 	for stat, to := range map[uint32]*uint64{gateHeld: &g.Held, gateReleased: &g.Released, gateHealthy: &g.Healthy,
-		gateDiscarded: &g.Discarded, gateTriggered: &g.Triggered, gateMissing: &g.Missing} {
+		gateDiscarded: &g.Discarded, gateTriggered: &g.Triggered, gateMissing: &g.Missing, gateEndedThenTrouble: &g.EndedThenTrouble} {
 		var perCPU []uint64
 		if err := t.maps["gate_stats"].Lookup(stat, &perCPU); err != nil {
 			return g, fmt.Errorf("read the gate's counters: %w", err)

@@ -16,6 +16,11 @@ type GateCounts struct {
 	// bound, dropped after it ended, or lost on the way. User space counts
 	// them as lost: the flows open meanwhile are incomplete.
 	Missing uint64
+	// EndedThenTrouble are the connections among Triggered that had ended
+	// normally, their held records dropped then, and showed trouble
+	// after: each counts one of Missing. Those are what the gate does by
+	// design; the rest of Missing are losses.
+	EndedThenTrouble uint64
 	// Refused says why the gate asked for did not run (this kernel's
 	// verifier refused it): every connection was recorded, the counts
 	// are zero.
