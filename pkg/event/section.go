@@ -76,7 +76,7 @@ var sections = [...]section{
 // function per operation taking the event, named <operation>Section) from
 // this registry; TestDispatchIsCurrent fails while they are not.
 //go:generate go run ./internal/sectiongen -in section.go -out section_dispatch.go
-//go:generate go run ./internal/codecgen -obj ../../internal/probe/nat_bpfel.o -out section_codec.go
+//go:generate go run ./internal/codecgen -obj ../../internal/probe/nat_x86_bpfel.o -out section_codec.go
 
 // emptySection is a section without payload: the dev point's, and the
 // dispatch's for a point the registry lacks (a damaged recording's).

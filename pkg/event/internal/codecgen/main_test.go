@@ -16,7 +16,7 @@ import (
 // The committed codecs are what the payloads' tags generate: a tag or
 // field changed without `go generate ./pkg/event` fails here.
 func TestCodecIsCurrent(t *testing.T) {
-	const obj = "../../../../internal/probe/nat_bpfel.o"
+	const obj = "../../../../internal/probe/nat_x86_bpfel.o"
 	if _, err := os.Stat(obj); err != nil {
 		t.Fatalf("%v: the BPF objects are built by `make generate`", err)
 	}

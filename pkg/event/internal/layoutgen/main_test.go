@@ -13,7 +13,7 @@ import (
 // moved in bpf/include/nettrace.h without `go generate ./pkg/event`
 // fails here. The object is bpf2go's, which `make generate` builds.
 func TestLayoutIsCurrent(t *testing.T) {
-	const obj = "../../../../internal/probe/nat_bpfel.o"
+	const obj = "../../../../internal/probe/nat_x86_bpfel.o"
 	if _, err := os.Stat(obj); err != nil {
 		t.Fatalf("%v: the BPF objects are built by `make generate`", err)
 	}
