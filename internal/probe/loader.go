@@ -121,6 +121,10 @@ type Tracer struct {
 	// words; gateRefused why the gate asked for does not run (gate.go).
 	verifierRefusal string
 	gateRefused     error
+	// trampolinesErr is why fentry attaches to no kernel function here,
+	// once trampolinesTried (trampoline.go).
+	trampolinesTried bool
+	trampolinesErr   error
 }
 
 // Open loads and attaches every observation point it can. It fails only
@@ -396,6 +400,11 @@ func (t *Tracer) resolve(m Method, p program) (string, string, error) {
 
 // methodUsable says why a method cannot be used here, if it cannot.
 func (t *Tracer) methodUsable(m methodDef) error {
+	if m.method == MethodFentry {
+		if err := t.trampolinesAttach(); err != nil {
+			return err
+		}
+	}
 	if m.requires != nil {
 		if err := m.requires(t); err != nil {
 			return err
