@@ -18,6 +18,13 @@ have nc || need+=(netcat-openbsd)
 have tshark || need+=(tshark)
 have setpriv || need+=(util-linux)
 have qemu-system-x86_64 || need+=(qemu-system-x86)
+# The arm64 guest (scripts/vmtest/run.sh 6.12-arm64) and the image's arm64
+# half take arm64's kernel and programs from Debian's arm64 packages,
+# unpacked, never installed: dpkg must know the architecture for apt to
+# list them.
+have qemu-system-aarch64 || need+=(qemu-system-arm)
+foreign=""
+dpkg --print-foreign-architectures | grep -qx arm64 || [ "$(dpkg --print-architecture)" = arm64 ] || foreign=arm64
 [ -x /bin/busybox ] || need+=(busybox-static)
 have cpio || need+=(cpio)
 have depmod || need+=(kmod)
@@ -44,11 +51,12 @@ if [ "${1:-}" = bench ]; then
 	have bc || need+=(bc)
 fi
 
-if [ ${#need[@]} -gt 0 ]; then
+if [ ${#need[@]} -gt 0 ] || [ -n "$foreign" ]; then
 	if [ "$(id -u)" != 0 ]; then
-		echo "deps: missing ${need[*]}; run as root to install them" >&2
+		echo "deps: missing ${need[*]} ${foreign:+(and the $foreign architecture in dpkg)}; run as root to install them" >&2
 		exit 1
 	fi
+	[ -z "$foreign" ] || dpkg --add-architecture "$foreign"
 	echo "deps: installing ${need[*]}"
 	# Packages such as etcd-server and containerd start their service when
 	# installed; the tests run their own, in lab namespaces, and nothing may
@@ -61,7 +69,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	fi
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	[ ${#need[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 if ! have go && [ ! -x /usr/local/go/bin/go ]; then

@@ -39,10 +39,11 @@ func kubectl(t *testing.T, args ...string) string {
 func nodeImage(t *testing.T) {
 	t.Helper()
 	const name = "docker.io/library/nettrace:dev" // the DaemonSet's nettrace:dev, as the kubelet spells it
-	sh(t, "../scripts/image.sh", name)
-	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", name).Run() })
+	buildImage(t, name)
+	// The manifest list with every architecture's image, as a registry
+	// would serve it: the node's containerd picks its own.
 	archive := filepath.Join(t.TempDir(), "nettrace.oci.tar")
-	sh(t, "podman", "save", "--quiet", "--format", "oci-archive", "--output", archive, name)
+	sh(t, "podman", "manifest", "push", "--quiet", "--all", name, "oci-archive:"+archive+":"+name)
 	if err := cluster.ImportImage(archive); err != nil {
 		t.Fatal(err)
 	}

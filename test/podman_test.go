@@ -17,8 +17,7 @@ func TestPodman(t *testing.T) {
 		t.Fatalf("needs podman (Debian package podman: make deps installs it): %v", err)
 	}
 	image := fmt.Sprintf("localhost/nettrace:test-%d", os.Getpid())
-	sh(t, "../scripts/image.sh", image)
-	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", image).Run() })
+	buildImage(t, image)
 	name := fmt.Sprintf("nettrace-test-%d", os.Getpid())
 	t.Cleanup(func() { exec.Command("podman", "rm", "--force", "--ignore", name).Run() })
 	r := runLab(t, "snat-missing", "host "+lab.SNATServiceIP, runOptions{launcher: podmanRun(name, image)})

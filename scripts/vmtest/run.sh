@@ -8,8 +8,11 @@
 #
 # Usage: scripts/vmtest/run.sh [KERNEL]
 #   KERNEL: a Debian kernel series (6.1, 6.12: the newest
-#   linux-image-<series>.*-amd64 package), a package name, or a path to a
-#   bzImage whose kernel has the needed features built in (default 6.1).
+#   linux-image-<series>.*-amd64 package; 6.1-arm64: the newest arm64
+#   one), a package name, or a path to a bzImage whose kernel has the
+#   needed features built in (default 6.1). An arm64 kernel boots under
+#   qemu-system-aarch64 with nettrace, the tests and the lab built for
+#   arm64 and Debian's arm64 programs (scripts/vmtest/sysroot.sh).
 #   scripts/vmtest/matrix.sh boots several (VM_KERNELS in the Makefile).
 # VMTEST_SUITE chooses what the guest proves, a comma-separated list of:
 #   captures  each point's preferred method on this kernel: the probes, the
@@ -23,11 +26,15 @@
 #             (--healthy count) with this kernel's preferred methods
 #   busy-v6   the same for the IPv6 scenarios (and the forced loss again)
 #   methods   every method of each point reports the same facts
+#   smoke     an architecture's first proof (arm64): the probes, incidents
+#             000 (snat-missing) and 003 (stale-hostport) and the first's
+#             healthy twin in the busy lab, unfiltered, with this kernel's
+#             preferred methods (on arm64's 6.12, fentry and vxlan's kprobes)
 #   pair      two guests of the kernel as the lab's two nodes, their
 #             underlays joined by a virtual link between them (a qemu
 #             socket on the host's loopback): incident 1 recorded on both
 #             kernels, replayed as one timeline (TestTwoKernels); alone
-# or "all" (the default; all but pair).
+# or "all" (the default; all but pair and smoke).
 # VMTEST_RUN (-test.run patterns, space-separated) and VMTEST_COUNT run chosen tests
 # several times instead, to chase one that fails only sometimes;
 # VMTEST_TIMEOUT (seconds) bounds the guest; VMTEST_APPEND adds to the
@@ -55,10 +62,14 @@ declare -A SUITES=(
 	[busy-v4-more]='^TestBusyLab$/^(service-paths-nft|hairpin-nft|conntrack-clash|hairpin-mode|lb-source-ranges|lb-local-no-endpoint|conntrack-invalid|stale-udp-entry|snat-port-clash|mtu-black-hole)$/unfiltered ^TestBusyLabHealthyCount$/^(snat-missing|conntrack-invalid)$'
 	[busy-v6]='^TestBusyLab$/-v6/unfiltered TestForcedLoss/^snat-missing$'
 	[methods]='TestProbes|TestMethods'
+	[smoke]='TestProbes ^TestBusyLab$/^(snat-missing|snat-missing-healthy|stale-hostport)$/unfiltered'
 	[pair]='TestTwoKernels'
 )
-SKIP=${VMTEST_SKIP-'TestBusyLab/-healthy$'}
 SUITE=${VMTEST_SUITE:-all}
+# The smoke suite names each test it runs, a healthy twin among them.
+SKIP_DEFAULT='TestBusyLab/-healthy$'
+[ "$SUITE" != smoke ] || SKIP_DEFAULT=''
+SKIP=${VMTEST_SKIP-$SKIP_DEFAULT}
 [ "$SUITE" != all ] || SUITE=captures,busy-v4,busy-v4-more,busy-v6,methods
 PAIR=""
 if [ "$SUITE" = pair ]; then
@@ -76,13 +87,26 @@ COUNT=${VMTEST_COUNT:-1}
 CACHE=.cache/vmtest
 mkdir -p "$CACHE"
 
+# The guest's architecture: a package's or a series' -arm64 suffix, or
+# amd64.
+ARCH=amd64
+case ${KERNEL:-6.1} in
+*-arm64) ARCH=arm64 ;;
+esac
 case ${KERNEL:-6.1} in
 */* | linux-image-*) ;;
 *)
 	SERIES=${KERNEL:-6.1}
-	KERNEL=$(apt-cache search --names-only "^linux-image-${SERIES//./\\.}\\.[0-9]+(-[0-9]+|\\+deb[0-9]+)-amd64\$" | awk '{print $1}' | sort -V | tail -1)
-	[ -n "$KERNEL" ] || { echo "vmtest: no linux-image-$SERIES.*-amd64 package found (apt-get update?)" >&2; exit 1; }
+	SERIES=${SERIES%-"$ARCH"}
+	KERNEL=$(apt-cache search --names-only "^linux-image-${SERIES//./\\.}\\.[0-9]+(-[0-9]+|\\+deb[0-9]+)-$ARCH\$" | awk '{print $1}' | sort -V | tail -1)
+	[ -n "$KERNEL" ] || { echo "vmtest: no linux-image-$SERIES.*-$ARCH package found (dpkg --add-architecture $ARCH? apt-get update?)" >&2; exit 1; }
 	;;
+esac
+# What differs between the architectures: the emulator and its machine,
+# the serial console, flanneld (the userland: scripts/userland.sh).
+case $ARCH in
+amd64) QEMU=(qemu-system-x86_64 -machine q35) CONSOLE=ttyS0 FLANNELD=bin/flanneld ;;
+arm64) QEMU=(qemu-system-aarch64 -machine virt) CONSOLE=ttyAMA0 FLANNELD=bin/flanneld-arm64 ;;
 esac
 
 MODULES=""
@@ -123,42 +147,34 @@ trap 'rm -rf "$WORK"' EXIT
 INITRD="$WORK/root"
 mkdir -p "$INITRD"/{bin,sbin,lib,lib64,usr/lib,etc,proc,sys,dev,tmp,run,modules}
 
-echo "vmtest: building nettrace and the tests (static)"
+echo "vmtest: building nettrace and the tests (static, $ARCH)"
+export GOARCH=$ARCH
 CGO_ENABLED=0 go build -o "$INITRD/nettrace" ./cmd/nettrace
 CGO_ENABLED=0 go build -o "$INITRD/ntlab" ./test/lab/ntlab
 CGO_ENABLED=0 go test -c -o "$INITRD/nettrace.test" ./test
 
-# Programs the tests run, with the libraries they load.
-copy_with_libs() {
-	local bin=$1 dest=$2
-	cp -L "$bin" "$INITRD/$dest"
-	ldd "$bin" 2>/dev/null | awk '/=> \// {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do
-		mkdir -p "$INITRD$(dirname "$lib")"
-		cp -Ln "$lib" "$INITRD$lib"
-	done
-}
-cp /bin/busybox "$INITRD/bin/busybox"
-copy_with_libs /usr/sbin/ip sbin/ip
-copy_with_libs /usr/sbin/bridge sbin/bridge
-copy_with_libs /usr/sbin/xtables-nft-multi sbin/xtables-nft-multi
-copy_with_libs /usr/sbin/nft sbin/nft
+# Programs the tests run, from the architecture's userland.
+. scripts/userland.sh
+userland "$ARCH"
+cp "$SYSROOT/bin/busybox" "$INITRD/bin/busybox"
+copy_with_libs "$INITRD" /usr/sbin/ip sbin/ip
+copy_with_libs "$INITRD" /usr/sbin/bridge sbin/bridge
+copy_with_libs "$INITRD" /usr/sbin/xtables-nft-multi sbin/xtables-nft-multi
+copy_with_libs "$INITRD" /usr/sbin/nft sbin/nft
 for t in iptables iptables-restore iptables-save ip6tables ip6tables-restore ip6tables-save; do ln -s xtables-nft-multi "$INITRD/sbin/$t"; done
-XT=/usr/lib/x86_64-linux-gnu/xtables
+XT=/usr/lib/$TRIPLET/xtables
 mkdir -p "$INITRD$XT"
-cp "$XT"/*.so "$INITRD$XT/"
-for so in "$XT"/*.so; do
-	ldd "$so" 2>/dev/null | awk '/=> \// {print $3}' | while read -r lib; do
-		mkdir -p "$INITRD$(dirname "$lib")"; cp -Ln "$lib" "$INITRD$lib"
-	done
+for so in "$SYSROOT$XT"/*.so; do
+	cp "$so" "$INITRD$XT/"
+	copy_libs "$INITRD" "$so"
 done
 # Incident 1 on flannel itself: flanneld (built from flannel's module),
 # etcd as its store, and the CNI plugins the pod is set up with.
-scripts/flanneld.sh bin/flanneld
-copy_with_libs bin/flanneld flanneld
-copy_with_libs /usr/bin/etcd sbin/etcd
-copy_with_libs /usr/bin/etcdctl sbin/etcdctl
-mkdir -p "$INITRD/usr/lib/cni"
-for plugin in bridge host-local portmap; do copy_with_libs "/usr/lib/cni/$plugin" "usr/lib/cni/$plugin"; done
+scripts/flanneld.sh "$FLANNELD"
+copy_with_libs "$INITRD" "$FLANNELD" flanneld
+copy_with_libs "$INITRD" /usr/bin/etcd sbin/etcd
+copy_with_libs "$INITRD" /usr/bin/etcdctl sbin/etcdctl
+for plugin in bridge host-local portmap; do copy_with_libs "$INITRD" "/usr/lib/cni/$plugin" "usr/lib/cni/$plugin"; done
 cp /etc/protocols /etc/services "$INITRD/etc/"
 echo "root:x:0:0::/:/bin/sh" > "$INITRD/etc/passwd"
 echo "nobody:x:65534:65534::/:/bin/false" >> "$INITRD/etc/passwd"
@@ -225,7 +241,11 @@ show_failures() {
 OOPS='(BUG:|Oops|general protection fault|kernel BUG at|WARNING: CPU)'
 
 # boot runs a guest to its end, its console in LOG; APPEND adds to its
-# kernel's command line, the rest are qemu's options (its network).
+# kernel's command line, the rest are qemu's options (its network). The
+# machine's default network card (user-mode networking, a route to the
+# host's) is left out: a guest's traffic stays in it, or on a pair's
+# link. arm64's virt machine would also have it as the guest's eth0, the
+# name of the lab's node links.
 # One host thread runs both vCPUs (thread=single): QEMU before 8.1 (Debian
 # 12 has 7.2) can run a stale translation of kernel text that another vCPU
 # is patching ("accel/tcg: Always lock pages before translation", 8.1),
@@ -238,9 +258,9 @@ OOPS='(BUG:|Oops|general protection fault|kernel BUG at|WARNING: CPU)'
 boot() {
 	local log=$1 append=$2
 	shift 2
-	timeout "$TIMEOUT" qemu-system-x86_64 -machine q35 -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot \
+	timeout "$TIMEOUT" "${QEMU[@]}" -accel tcg,thread=single -cpu max -smp 2 -m 3072 -nographic -no-reboot -nic none \
 		-kernel "$VMLINUZ" -initrd "$WORK/initrd.gz" "$@" \
-		-append "console=ttyS0 panic=-1 quiet loglevel=3 rdinit=/init ${VMTEST_APPEND:-} $append" > "$log" 2>&1
+		-append "console=$CONSOLE panic=-1 quiet loglevel=3 rdinit=/init ${VMTEST_APPEND:-} $append" > "$log" 2>&1
 }
 
 # verdict turns a guest's end (its qemu's exit code, its log) into this
