@@ -48,12 +48,7 @@ stage() {
 	CGO_ENABLED=0 GOARCH=$arch go build -trimpath -ldflags '-s -w' -o "$root/usr/bin/nettrace" ./cmd/nettrace
 	copy_with_libs "$root" /usr/sbin/xtables-nft-multi usr/sbin/xtables-nft-multi
 	copy_with_libs "$root" /usr/sbin/nft usr/sbin/nft
-	# The extensions iptables-save loads to print each match and target.
-	mkdir -p "$root/usr/lib/$TRIPLET/xtables"
-	for so in "$SYSROOT/usr/lib/$TRIPLET/xtables"/*.so; do
-		cp "$so" "$root/usr/lib/$TRIPLET/xtables/"
-		copy_libs "$root" "$so"
-	done
+	copy_xtables "$root"
 	for tool in iptables-save ip6tables-save; do
 		ln -s xtables-nft-multi "$root/usr/sbin/$tool"
 	done

@@ -51,3 +51,14 @@ copy_with_libs() {
 	cp -L "$bin" "$root/$dest"
 	copy_libs "$root" "$bin"
 }
+
+# copy_xtables ROOT: iptables' match and target extensions, which it loads
+# to read or print each rule, with what they load.
+copy_xtables() {
+	local root=$1 so
+	mkdir -p "$root/usr/lib/$TRIPLET/xtables"
+	for so in "$SYSROOT/usr/lib/$TRIPLET/xtables"/*.so; do
+		cp "$so" "$root/usr/lib/$TRIPLET/xtables/"
+		copy_libs "$root" "$so"
+	done
+}

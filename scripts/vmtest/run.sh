@@ -148,10 +148,11 @@ INITRD="$WORK/root"
 mkdir -p "$INITRD"/{bin,sbin,lib,lib64,usr/lib,etc,proc,sys,dev,tmp,run,modules}
 
 echo "vmtest: building nettrace and the tests (static, $ARCH)"
-export GOARCH=$ARCH
-CGO_ENABLED=0 go build -o "$INITRD/nettrace" ./cmd/nettrace
-CGO_ENABLED=0 go build -o "$INITRD/ntlab" ./test/lab/ntlab
-CGO_ENABLED=0 go test -c -o "$INITRD/nettrace.test" ./test
+# GOARCH on the guest's builds alone: show_failures' go run builds for
+# this machine.
+CGO_ENABLED=0 GOARCH=$ARCH go build -o "$INITRD/nettrace" ./cmd/nettrace
+CGO_ENABLED=0 GOARCH=$ARCH go build -o "$INITRD/ntlab" ./test/lab/ntlab
+CGO_ENABLED=0 GOARCH=$ARCH go test -c -o "$INITRD/nettrace.test" ./test
 
 # Programs the tests run, from the architecture's userland.
 . scripts/userland.sh
@@ -162,15 +163,10 @@ copy_with_libs "$INITRD" /usr/sbin/bridge sbin/bridge
 copy_with_libs "$INITRD" /usr/sbin/xtables-nft-multi sbin/xtables-nft-multi
 copy_with_libs "$INITRD" /usr/sbin/nft sbin/nft
 for t in iptables iptables-restore iptables-save ip6tables ip6tables-restore ip6tables-save; do ln -s xtables-nft-multi "$INITRD/sbin/$t"; done
-XT=/usr/lib/$TRIPLET/xtables
-mkdir -p "$INITRD$XT"
-for so in "$SYSROOT$XT"/*.so; do
-	cp "$so" "$INITRD$XT/"
-	copy_libs "$INITRD" "$so"
-done
+copy_xtables "$INITRD"
 # Incident 1 on flannel itself: flanneld (built from flannel's module),
 # etcd as its store, and the CNI plugins the pod is set up with.
-scripts/flanneld.sh "$FLANNELD"
+GOARCH=$ARCH scripts/flanneld.sh "$FLANNELD"
 copy_with_libs "$INITRD" "$FLANNELD" flanneld
 copy_with_libs "$INITRD" /usr/bin/etcd sbin/etcd
 copy_with_libs "$INITRD" /usr/bin/etcdctl sbin/etcdctl
