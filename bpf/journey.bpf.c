@@ -21,6 +21,6 @@ int journey_flush(void *ctx)
 		return 0;
 	if (j->busy)
 		return 1;
-	nt_journey_send(j, 0);
+	nt_journey_send_unnested(j, 0);
 	return 0;
 }

@@ -355,8 +355,8 @@ static __always_inline bool nt_journey_gated(struct nt_journey *j, __u64 len)
  * anything else goes out whole (its later device hops were shed as they
  * came, nt_journey_take); in the ring's last eighth every journey is shed
  * but that of failed, the packet of the failure being reported (0: none).
- * Counted per point, as events. The caller holds it (busy) or interrupted
- * nothing that does. */
+ * Counted per point, as events. The caller has marked it busy
+ * (nt_journey_take, nt_journey_send_unnested). */
 static __always_inline void nt_journey_send(struct nt_journey *j, __u64 failed)
 {
 	__u64 at = NT_HOPS_AT + j->hops * sizeof(struct nt_event4);
@@ -400,6 +400,23 @@ static __always_inline struct nt_journey *nt_journey(void)
 	return bpf_map_lookup_elem(&journeys, &key);
 }
 
+/* Sends the pending journey from a program that is not changing it: marked
+ * busy meanwhile, as nt_journey_take marks it. Sending is a change too: a
+ * program nested on this CPU while the journey goes out (a softirq's
+ * inside a process's, as a socket's state change or a received packet's
+ * free runs) would otherwise find nothing pending and start its own
+ * journey in the same memory, and the gate would hold that journey's
+ * record, or look its connection up by that journey's view, in place of
+ * the one being sent (the held record then lost, or counted missing). */
+static __always_inline void nt_journey_send_unnested(struct nt_journey *j, __u64 failed)
+{
+	*(volatile __u8 *)&j->busy = 1;
+	asm volatile("" ::: "memory");
+	nt_journey_send(j, failed);
+	asm volatile("" ::: "memory");
+	*(volatile __u8 *)&j->busy = 0;
+}
+
 /* Sends this CPU's pending journey before another record, so that each
  * CPU's records stay in the order they were made. Not from a program
  * nested inside one changing it (busy): that one sends it. */
@@ -408,7 +425,7 @@ static __always_inline void nt_journey_flush(__u64 failed)
 	struct nt_journey *j = nt_journey();
 
 	if (j && j->pending && !j->busy)
-		nt_journey_send(j, failed);
+		nt_journey_send_unnested(j, failed);
 }
 
 /* The packet at this address is freed: its journey is complete. */
@@ -417,7 +434,7 @@ static __always_inline void nt_journey_end(__u64 skb)
 	struct nt_journey *j = nt_journey();
 
 	if (j && j->pending && !j->busy && j->head.skb == skb)
-		nt_journey_send(j, 0);
+		nt_journey_send_unnested(j, 0);
 }
 
 /* Whether tuple b is tuple a, or the same TCP or UDP packet's with its

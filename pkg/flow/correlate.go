@@ -100,6 +100,12 @@ type Correlator struct {
 	over    []overFlow
 	serials uint64
 	snats   *SNATs
+	// namespaces are the namespaces events named, with the time of their
+	// last event, for an event that names none (flowInAnyNetns). The
+	// namespace of the last event (lastNetns) is written when another's
+	// comes: a namespace's events come in bursts.
+	namespaces map[uint32]uint64
+	lastNetns  uint32
 }
 
 // overFlow is a flow listed as over when its last event was at at. The
@@ -165,7 +171,7 @@ func New(cfg Config) *Correlator {
 		cfg.MaxPackets = DefaultConfig.MaxPackets
 	}
 	return &Correlator{cfg: cfg, skbs: map[skbID]*skbState{}, held: map[skbID][]event.Event{},
-		byKey: map[key]*Flow{}, snats: newSNATs(cfg.Idle)}
+		byKey: map[key]*Flow{}, snats: newSNATs(cfg.Idle), namespaces: map[uint32]uint64{}}
 }
 
 // flowAt returns the flow a key leads to, or nil.
@@ -399,10 +405,17 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 	if c.foreignEntry(e, skb, &facts) {
 		facts.ctKey, facts.ct = key{}, ctSeen{}
 	}
+	if e.Netns != c.lastNetns {
+		c.leaveNetns()
+		c.lastNetns = e.Netns
+	}
 	var keys [maxKeys]key
 	n := c.keysOf(e, pt, skb, &facts, &keys)
 	var m keyMatch
 	c.match(e, &facts, keys[:n], &m, done)
+	if m.flow == nil && m.displaced == nil && e.Netns == 0 && !partial(e) {
+		m.flow = c.flowInAnyNetns(e, pt, &facts)
+	}
 	f := m.flow
 	if f == nil && partial(e) {
 		return // only completes a flow already known
@@ -440,6 +453,43 @@ func (c *Correlator) Add(e *event.Event, done func(*Flow)) {
 		c.over = append(c.over, overFlow{f: f, serial: f.serial, at: f.End})
 	}
 	c.place(f, e, skb)
+}
+
+// flowInAnyNetns returns the one open flow that holds an event's tuple in
+// some namespace, for an event the kernel could not place in one: TCP
+// takes a received segment's device away (tcp_v4_rcv, tcp_v6_rcv), and a
+// segment queued to a busy socket's backlog its route too
+// (tcp_add_backlog), so the drop of such a segment (a late ACK refused by
+// PAWS) names no namespace, and its packet's earlier steps, unremarkable,
+// were not reported. Nil when no flow or several hold the tuple: two
+// connections in two namespaces on one tuple are not told apart by
+// guessing. Namespaces without an event for the idle time hold no open
+// flow and are forgotten here.
+func (c *Correlator) flowInAnyNetns(e *event.Event, pt event.Tuple, facts *connFacts) *Flow {
+	c.leaveNetns()
+	var found *Flow
+	for ns, last := range c.namespaces {
+		if last+uint64(c.cfg.Idle) < e.Time {
+			delete(c.namespaces, ns)
+			continue
+		}
+		f := c.byKey[tupleKey(ns, pt)]
+		if f == nil || f == found || f.End+c.idleOf(f) < e.Time {
+			continue
+		}
+		if found != nil || !f.conn.agrees(facts) {
+			return nil
+		}
+		found = f
+	}
+	return found
+}
+
+// leaveNetns records the last event's namespace as active now.
+func (c *Correlator) leaveNetns() {
+	if c.lastNetns != 0 {
+		c.namespaces[c.lastNetns] = c.now
+	}
 }
 
 // keyMatch is what an event's keys lead to (match): the flow it joins,

@@ -88,6 +88,19 @@ func TestCorrelation(t *testing.T) {
 		return evs
 	}
 
+	// A late ACK refused by PAWS after waiting in the server socket's
+	// backlog: TCP took its device and route, so its drop names no
+	// namespace, and its earlier steps were not reported.
+	ack := fixture.T("10.0.0.1:3000", "10.0.0.2:80", fixture.ACK)
+	nowhere := func(e event.Event) event.Event { e.Netns, e.Ifindex, e.Ifname = 0, 0, event.Name{}; return e }
+	unplaced := func(namespaces ...string) []event.Event {
+		var evs []event.Event
+		for i, ns := range namespaces {
+			evs = append(evs, fixture.Dev(&s, 0xd0+uint64(i), ns+"/eth0", event.KindDevTx, ack))
+		}
+		return append(evs, nowhere(fixture.Drop(&s, 0xdf, "n2", ack, "TCP_INVALID_SEQUENCE")))
+	}
+
 	tests := []struct {
 		name    string
 		events  []event.Event
@@ -103,6 +116,8 @@ func TestCorrelation(t *testing.T) {
 		{"a point alone still makes a flow", dropOnly, 1, []int{1}},
 		{"a packet a queue held past the gap, told by its bytes", queued(true), 1, []int{2}},
 		{"a step past the gap without bytes is another packet", queued(false), 1, []int{1, 1}},
+		{"a drop in no namespace joins the one flow holding its tuple", unplaced("n1"), 1, []int{1, 1}},
+		{"a drop in no namespace joins neither of two flows holding its tuple", unplaced("n1", "p1"), 3, []int{1}},
 	}
 	for _, tt := range tests {
 		_, flows := run(DefaultConfig, tt.events)
