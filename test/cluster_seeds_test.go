@@ -261,7 +261,13 @@ func TestClusterSeedServicePaths(t *testing.T) {
 				others: map[string]string{"walk-remote": node2.Name}}.make(t, client)
 			clusterIP := svc.Spec.ClusterIP
 			addr := net.JoinHostPort(clusterIP, "80")
-			waitAnswered(t, node1.Netns, addr, "")
+			// Both pods answer before the walk: kube-proxy may write the
+			// Service's rules with the first endpoint ready and add the
+			// other a sync later (seen in CI: walk-local's sandbox waited
+			// for flanneld's subnet file, and 64 asks all reached
+			// walk-remote).
+			waitAnswered(t, node1.Netns, addr, "walk-local")
+			waitAnswered(t, node1.Netns, addr, "walk-remote")
 			podIPs := map[string]string{}
 			pods, err := client.CoreV1().Pods("shop").List(context.Background(), metav1.ListOptions{})
 			if err != nil {
@@ -272,7 +278,7 @@ func TestClusterSeedServicePaths(t *testing.T) {
 			}
 			w := startWatch(t, "--netns", "all", "host "+clusterIP)
 			// kube-proxy picks an endpoint at random: ask until both
-			// answered.
+			// answered (64 asks reaching one of two: odds of 2^-63).
 			answered := map[string]int{}
 			for i := 0; i < 64 && (answered["walk-local"] == 0 || answered["walk-remote"] == 0); i++ {
 				name, err := askName(t, node1.Netns, addr)
